@@ -1,0 +1,22 @@
+"""Short-lived connections to the project's own database."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import psycopg2
+import psycopg2.extensions
+
+from retrain_assets.store.server import libpq_url
+
+
+@contextmanager
+def transaction(url: str) -> Iterator[psycopg2.extensions.cursor]:
+    """Yield a cursor inside one transaction: committed on success, rolled back on any error."""
+    conn = psycopg2.connect(libpq_url(url))
+    try:
+        with conn, conn.cursor() as cur:
+            yield cur
+    finally:
+        conn.close()
