@@ -1,0 +1,71 @@
+"""Store-day features as pure pandas: lags, rolling means, calendar and stock-out flags.
+
+Each feature for day D uses only that customer's own series and only days before D, so there
+is no leakage across customers and none from the future. `units_sold` on D is kept as the label.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import numpy as np
+import pandas as pd
+
+from retrain_assets.demo.calendar import is_holiday
+
+FEATURE_VERSION = "store_day_features-v1"
+LAGS = (7, 14, 28)
+WINDOWS = (7, 28)
+SERIES = ["customer", "store_id", "item_id"]
+
+
+def store_day_features(
+    sales: pd.DataFrame, days: list[dt.date], countries: dict[str, str | None]
+) -> pd.DataFrame:
+    """Return one row per series with sales on each of `days`, with its features.
+
+    `sales` must hold the rows of `days` and of the 28 days before the first of them; missing
+    history gives NaN features, never a value borrowed from another series or a later day.
+    """
+    if sales.empty or not days:
+        return _empty()
+    frame = sales.reset_index(drop=True)
+    frame["day"] = frame["date"].dt.normalize()
+    origin = pd.Timestamp(min(days)) - pd.Timedelta(days=max(LAGS))
+    span = (pd.Timestamp(max(days)) - origin).days + 1
+    codes, series = pd.factorize(pd.MultiIndex.from_frame(frame[SERIES]))
+    offset = (frame["day"] - origin).dt.days.to_numpy()
+    inside = (offset >= 0) & (offset < span)
+    grid = np.full((len(series), span), np.nan)
+    grid[codes[inside], offset[inside]] = frame["units_sold"].to_numpy(dtype=float)[inside]
+
+    wanted = frame[frame["day"].dt.date.isin(set(days))]
+    row_codes = codes[wanted.index.to_numpy()]
+    col = (wanted["day"] - origin).dt.days.to_numpy()
+    out = wanted[[*SERIES, "date", "units_sold", "price", "on_promo", "stock_on_hand"]].copy()
+    for lag in LAGS:
+        out[f"lag_{lag}"] = grid[row_codes, col - lag]
+    cumulative = np.concatenate(
+        [np.zeros((len(series), 1)), np.nancumsum(grid, axis=1)], axis=1
+    )
+    present = np.concatenate(
+        [np.zeros((len(series), 1)), np.cumsum(~np.isnan(grid), axis=1)], axis=1
+    )
+    for window in WINDOWS:
+        total = cumulative[row_codes, col] - cumulative[row_codes, col - window]
+        count = present[row_codes, col] - present[row_codes, col - window]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[f"rolling_mean_{window}"] = np.where(count > 0, total / count, np.nan)
+    out["day_of_week"] = out["date"].dt.dayofweek.astype("int64")
+    out["is_holiday"] = [
+        is_holiday(countries.get(customer), day.date())
+        for customer, day in zip(out["customer"], out["date"], strict=True)
+    ]
+    out["stockout"] = out["stock_on_hand"] == 0
+    return out.sort_values([*SERIES, "date"]).reset_index(drop=True)
+
+
+def _empty() -> pd.DataFrame:
+    columns = [*SERIES, "date", "units_sold", "price", "on_promo", "stock_on_hand"]
+    columns += [f"lag_{lag}" for lag in LAGS] + [f"rolling_mean_{w}" for w in WINDOWS]
+    return pd.DataFrame(columns=[*columns, "day_of_week", "is_holiday", "stockout"])
