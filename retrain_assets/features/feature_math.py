@@ -17,6 +17,7 @@ FEATURE_VERSION = "store_day_features-v1"
 LAGS = (7, 14, 28)
 WINDOWS = (7, 28)
 SERIES = ["customer", "store_id", "item_id"]
+CARRIED = [*SERIES, "date", "units_sold", "price", "on_promo", "stock_on_hand"]
 
 
 def store_day_features(
@@ -42,7 +43,7 @@ def store_day_features(
     wanted = frame[frame["day"].dt.date.isin(set(days))]
     row_codes = codes[wanted.index.to_numpy()]
     col = (wanted["day"] - origin).dt.days.to_numpy()
-    out = wanted[[*SERIES, "date", "units_sold", "price", "on_promo", "stock_on_hand"]].copy()
+    out = wanted[CARRIED].copy()
     for lag in LAGS:
         out[f"lag_{lag}"] = grid[row_codes, col - lag]
     cumulative = np.concatenate(
@@ -57,15 +58,21 @@ def store_day_features(
         with np.errstate(invalid="ignore", divide="ignore"):
             out[f"rolling_mean_{window}"] = np.where(count > 0, total / count, np.nan)
     out["day_of_week"] = out["date"].dt.dayofweek.astype("int64")
-    out["is_holiday"] = [
-        is_holiday(countries.get(customer), day.date())
-        for customer, day in zip(out["customer"], out["date"], strict=True)
-    ]
+    out["is_holiday"] = _holiday_flags(out, countries)
     out["stockout"] = out["stock_on_hand"] == 0
     return out.sort_values([*SERIES, "date"]).reset_index(drop=True)
 
 
+def _holiday_flags(rows: pd.DataFrame, countries: dict[str, str | None]) -> np.ndarray:
+    """Look each (customer, day) pair up once, not once per store and item."""
+    pairs = rows[["customer", "date"]].drop_duplicates()
+    pairs["is_holiday"] = [
+        is_holiday(countries.get(customer), day.date())
+        for customer, day in zip(pairs["customer"], pairs["date"], strict=True)
+    ]
+    return rows.merge(pairs, on=["customer", "date"], how="left")["is_holiday"].to_numpy()
+
+
 def _empty() -> pd.DataFrame:
-    columns = [*SERIES, "date", "units_sold", "price", "on_promo", "stock_on_hand"]
-    columns += [f"lag_{lag}" for lag in LAGS] + [f"rolling_mean_{w}" for w in WINDOWS]
+    columns = CARRIED + [f"lag_{lag}" for lag in LAGS] + [f"rolling_mean_{w}" for w in WINDOWS]
     return pd.DataFrame(columns=[*columns, "day_of_week", "is_holiday", "stockout"])
