@@ -7,7 +7,6 @@ writes the same bytes, and "the next N days" is new data arriving over time.
 from __future__ import annotations
 
 import datetime as dt
-import json
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -17,12 +16,9 @@ from upath import UPath
 
 from retrain_assets.demo.calendar import is_holiday
 from retrain_assets.demo.tenants import DEFAULT_HISTORY_DAYS, DEFAULT_START, TenantSpec
+from retrain_assets.landing import LANDING_COLUMNS, write_manifest
 
-LANDING_COLUMNS = [
-    "date", "store_id", "item_id", "units_sold", "price", "on_promo", "stock_on_hand",
-]
 _EPOCH = dt.date(2024, 1, 1)
-_MANIFEST = "customer.json"
 
 
 @dataclass(frozen=True)
@@ -144,19 +140,9 @@ def days_to_land(
 
 def land_tenant(landing_root: str, spec: TenantSpec, days: list[dt.date]) -> int:
     """Write one tenant's manifest and daily files; return the number of files written."""
+    write_manifest(landing_root, spec.name, spec.country)
     folder = UPath(landing_root) / spec.name
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / _MANIFEST).write_text(json.dumps({"country": spec.country}))
     for day in days:
         with (folder / f"{day.isoformat()}.csv").open("w") as handle:
             simulate_day(spec, day).to_csv(handle, index=False)
     return len(days)
-
-
-def read_manifest_country(landing_root: str, customer: str) -> str | None:
-    """Return the country named in a customer's landing manifest, if it has one."""
-    manifest = UPath(landing_root) / customer / _MANIFEST
-    if not manifest.exists():
-        return None
-    country = json.loads(manifest.read_text()).get("country")
-    return str(country).upper() if country else None

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from retrain_assets.demo.simulate import LANDING_COLUMNS
+from retrain_assets.landing import LANDING_COLUMNS
 
 SALES_COLUMNS = ["customer", *LANDING_COLUMNS]
 _TRUE, _FALSE = {"1", "true", "yes"}, {"0", "false", "no"}

@@ -1,0 +1,28 @@
+"""Reading one customer's landing file for one day, turning any failure into a recorded outcome.
+
+One customer's missing or unreadable file must never stop the others, so nothing here raises
+for bad data: a missing file, an undecodable one or an I/O error becomes a file problem.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from retrain_assets.features.validation import FileOutcome, failed_file, validate_file
+from retrain_assets.landing import day_file
+
+
+def read_landing_day(landing_root: str, customer: str, day: dt.date) -> FileOutcome:
+    """Return what became of `customer`'s file for `day`: accepted, quarantined, problems."""
+    path = day_file(landing_root, customer, day)
+    name = f"{customer}/{path.name}"
+    try:
+        if not path.exists():
+            return failed_file(customer, name, f"file missing: {path}")
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as err:
+        return failed_file(customer, name, f"unreadable: not UTF-8 text ({err.reason} at byte "
+                                          f"{err.start})")
+    except OSError as err:
+        return failed_file(customer, name, f"unreadable: {err}")
+    return validate_file(text, customer, day, name)

@@ -1,0 +1,58 @@
+"""Feature snapshot records: what the model side reads to choose training data.
+
+One row per published feature partition. A republished day (a backfill, a late fix) is a new
+row with `from_backfill` set, so the retraining policy can tell new data from rewritten data.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+from psycopg2.extras import Json
+
+from retrain_assets.store.database import transaction
+
+
+@dataclass(frozen=True)
+class SnapshotRecord:
+    """One published feature partition."""
+
+    partition_date: dt.date
+    data_version: str
+    feature_version: str
+    rows_per_customer: dict[str, int]
+    from_backfill: bool
+    backfill_id: str | None
+    run_id: str
+
+
+def publish_snapshot(url: str, record: SnapshotRecord) -> int:
+    """Append a snapshot record and return its id."""
+    with transaction(url) as cur:
+        cur.execute(
+            """
+            INSERT INTO feature_snapshots (partition_date, data_version, feature_version,
+                rows_per_customer, from_backfill, backfill_id, run_id)
+            VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING id
+            """,
+            (
+                record.partition_date, record.data_version, record.feature_version,
+                Json(record.rows_per_customer), record.from_backfill, record.backfill_id,
+                record.run_id,
+            ),
+        )
+        return int(cur.fetchone()[0])
+
+
+def latest_snapshots(url: str) -> dict[dt.date, SnapshotRecord]:
+    """Return the latest published record of every day."""
+    with transaction(url) as cur:
+        cur.execute(
+            """
+            SELECT DISTINCT ON (partition_date) partition_date, data_version, feature_version,
+                rows_per_customer, from_backfill, backfill_id, run_id
+            FROM feature_snapshots ORDER BY partition_date, published_at DESC, id DESC
+            """
+        )
+        return {row[0]: SnapshotRecord(*row) for row in cur.fetchall()}

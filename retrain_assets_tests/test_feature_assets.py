@@ -1,0 +1,156 @@
+"""The data side through Dagster, on a Postgres-backed instance and the real project tables."""
+
+import datetime as dt
+from pathlib import Path
+
+import dagster as dg
+import pandas as pd
+import pytest
+
+from retrain_assets.customers import CUSTOMERS
+from retrain_assets.definitions import build_definitions
+from retrain_assets.demo.simulate import land_tenant
+from retrain_assets.demo.tenants import TenantSpec
+from retrain_assets.features.content_hash import frame_content_hash
+from retrain_assets.features.parquet_store import ParquetPartitionStore
+from retrain_assets.features.sales_asset import FILES_CHECK
+from retrain_assets.store.database import transaction
+from retrain_assets.store.migrations import migrate
+from retrain_assets.store.snapshots import latest_snapshots
+
+START = dt.date(2025, 1, 1)
+TENANTS = (
+    TenantSpec("alpha-us", "US", stores=2, items=3, seed=1),
+    TenantSpec("beta-de", "DE", stores=1, items=2, seed=2),
+)
+
+
+@pytest.fixture
+def world(tmp_path: Path, app_db: str, pg_server, monkeypatch: pytest.MonkeyPatch):
+    """Landing files for two tenants over 35 days, and a Postgres-backed Dagster instance."""
+    landing, storage = tmp_path / "landing", tmp_path / "storage"
+    for spec in TENANTS:
+        land_tenant(str(landing), spec, [START + dt.timedelta(days=i) for i in range(35)])
+    monkeypatch.setenv("RETRAIN_LANDING_URL", str(landing))
+    monkeypatch.setenv("RETRAIN_STORAGE_URL", str(storage))
+    monkeypatch.setenv("RETRAIN_APP_PG_URL", app_db)
+    migrate(app_db)
+    dagster_db = pg_server.database_url("dagster")
+    from retrain_assets.store.server import ensure_database
+
+    ensure_database(pg_server, "dagster")
+    with dg.instance_for_test(
+        overrides={"storage": {"postgres": {"postgres_url": dagster_db}}}
+    ) as instance:
+        instance.add_dynamic_partitions(CUSTOMERS.name, [s.name for s in TENANTS])
+        yield {"instance": instance, "landing": landing, "storage": storage, "db": app_db}
+
+
+def _run_range(instance: dg.DagsterInstance, first: str, last: str, tags=None):
+    defs = build_definitions()
+    job = defs.resolve_implicit_global_asset_job_def()
+    return job.execute_in_process(
+        instance=instance,
+        tags={
+            "dagster/asset_partition_range_start": first,
+            "dagster/asset_partition_range_end": last,
+            **(tags or {}),
+        },
+    )
+
+
+def _feature_versions(instance: dg.DagsterInstance) -> dict[str, str]:
+    records = instance.fetch_materializations(dg.AssetKey("store_day_features"), limit=1000)
+    versions: dict[str, str] = {}
+    for record in sorted(records.records, key=lambda r: r.storage_id):
+        mat = record.asset_materialization
+        versions[mat.partition] = mat.tags["dagster/data_version"]
+    return versions
+
+
+def test_a_range_run_gives_every_day_its_own_content_hash_and_snapshot(world):
+    instance = world["instance"]
+    assert "postgres" in type(instance.run_storage).__module__
+    result = _run_range(instance, "2025-01-01", "2025-02-04")
+    assert result.success
+    versions = _feature_versions(instance)
+    assert len(versions) == 35 and len(set(versions.values())) == 35
+    store = ParquetPartitionStore(str(world["storage"]))
+    day = store.read("store_day_features", ["2025-01-30"])
+    assert versions["2025-01-30"] == frame_content_hash(day)
+    assert set(day["customer"]) == {"alpha-us", "beta-de"} and len(day) == 2 * 3 + 1 * 2
+    assert day["lag_28"].notna().all()
+    snapshots = latest_snapshots(world["db"])
+    assert snapshots[dt.date(2025, 1, 30)].data_version == versions["2025-01-30"]
+    assert snapshots[dt.date(2025, 1, 30)].rows_per_customer == {"alpha-us": 6, "beta-de": 2}
+    assert not snapshots[dt.date(2025, 1, 30)].from_backfill
+
+    # The same data again gives the same versions; a backfill's republication is marked so.
+    assert _run_range(instance, "2025-01-30", "2025-02-04", {"dagster/backfill": "bf1"}).success
+    again = _feature_versions(instance)
+    assert again == versions
+    assert latest_snapshots(world["db"])[dt.date(2025, 2, 4)].backfill_id == "bf1"
+
+
+def test_bad_files_fail_only_their_day_and_lose_no_good_rows(world):
+    landing, instance = world["landing"], world["instance"]
+    (landing / "beta-de" / "2025-01-03.csv").unlink()
+    good = landing / "alpha-us" / "2025-01-02.csv"
+    good.write_text(good.read_text() + "2025-01-02,S9,I9,-4,1.0,0,3\n")
+    (landing / "alpha-us" / "2025-01-04.csv").write_bytes(b"\xff\xfe not text")
+    assert _run_range(instance, "2025-01-01", "2025-01-05").success
+
+    checks = {
+        e.partition: e
+        for e in _check_evaluations(instance)
+        if e.partition is not None
+    }
+    assert {k for k, e in checks.items() if not e.passed} == {"2025-01-03", "2025-01-04"}
+    assert "beta-de/2025-01-03.csv" in checks["2025-01-03"].metadata["failed_files"].value
+    assert "not UTF-8" in str(checks["2025-01-04"].metadata["failed_files"].value)
+    with transaction(world["db"]) as cur:
+        cur.execute("SELECT customer, line, reason FROM quarantined_rows")
+        quarantined = cur.fetchall()
+        cur.execute("SELECT partition_date, file, reason FROM landing_file_problems")
+        problems = cur.fetchall()
+    assert quarantined == [("alpha-us", 8, "units_sold: negative")]
+    assert {(str(d), f) for d, f, _ in problems} == {
+        ("2025-01-03", "beta-de/2025-01-03.csv"),
+        ("2025-01-04", "alpha-us/2025-01-04.csv"),
+    }
+    sales = ParquetPartitionStore(str(world["storage"])).read("sales", ["2025-01-02", "2025-01-03"])
+    per_day = sales.groupby([sales["date"].dt.strftime("%Y-%m-%d"), "customer"]).size()
+    assert per_day.to_dict() == {
+        ("2025-01-02", "alpha-us"): 6, ("2025-01-02", "beta-de"): 2, ("2025-01-03", "alpha-us"): 6,
+    }
+
+
+def test_features_refuse_to_run_over_missing_sales_history(world):
+    instance = world["instance"]
+    defs = build_definitions()
+    job = defs.resolve_implicit_global_asset_job_def().get_subset(
+        asset_selection={dg.AssetKey("store_day_features")}
+    )
+    result = job.execute_in_process(instance=instance, partition_key="2025-01-20",
+                                    raise_on_error=False)
+    assert not result.success
+    failure = result.get_step_failure_events()[0].step_failure_data.error
+    assert "materialize those partitions of sales first" in failure.to_string()
+
+
+def _check_evaluations(instance: dg.DagsterInstance) -> list:
+    key = dg.AssetCheckKey(dg.AssetKey("sales"), FILES_CHECK)
+    records = instance.event_log_storage.get_event_records(
+        dg.EventRecordsFilter(event_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION), limit=1000
+    )
+    return [
+        r.event_log_entry.dagster_event.event_specific_data
+        for r in records
+        if r.event_log_entry.dagster_event.event_specific_data.asset_check_key == key
+    ]
+
+
+def test_an_unknown_frame_hashes_the_same_in_any_order_of_construction():
+    a = pd.DataFrame({"x": [1, 2], "y": ["a", "b"]})
+    assert frame_content_hash(a) == frame_content_hash(a.copy())
+    assert frame_content_hash(a) != frame_content_hash(a.assign(x=[1, 3]))
