@@ -34,23 +34,23 @@ def store_day_features(
     frame["day"] = frame["date"].dt.normalize()
     origin = pd.Timestamp(min(days)) - pd.Timedelta(days=max(LAGS))
     span = (pd.Timestamp(max(days)) - origin).days + 1
-    codes, series = pd.factorize(pd.MultiIndex.from_frame(frame[SERIES]))
+    codes, n_series = _series_codes(frame)
     offset = (frame["day"] - origin).dt.days.to_numpy()
     inside = (offset >= 0) & (offset < span)
-    grid = np.full((len(series), span), np.nan)
+    grid = np.full((n_series, span), np.nan)
     grid[codes[inside], offset[inside]] = frame["units_sold"].to_numpy(dtype=float)[inside]
 
-    wanted = frame[frame["day"].dt.date.isin(set(days))]
+    wanted = frame[frame["day"].isin(pd.to_datetime(days))]
     row_codes = codes[wanted.index.to_numpy()]
     col = (wanted["day"] - origin).dt.days.to_numpy()
     out = wanted[CARRIED].copy()
     for lag in LAGS:
         out[f"lag_{lag}"] = grid[row_codes, col - lag]
     cumulative = np.concatenate(
-        [np.zeros((len(series), 1)), np.nancumsum(grid, axis=1)], axis=1
+        [np.zeros((n_series, 1)), np.nancumsum(grid, axis=1)], axis=1
     )
     present = np.concatenate(
-        [np.zeros((len(series), 1)), np.cumsum(~np.isnan(grid), axis=1)], axis=1
+        [np.zeros((n_series, 1)), np.cumsum(~np.isnan(grid), axis=1)], axis=1
     )
     for window in WINDOWS:
         total = cumulative[row_codes, col] - cumulative[row_codes, col - window]
@@ -61,6 +61,16 @@ def store_day_features(
     out["is_holiday"] = _holiday_flags(out, countries)
     out["stockout"] = out["stock_on_hand"] == 0
     return out.sort_values([*SERIES, "date"]).reset_index(drop=True)
+
+
+def _series_codes(frame: pd.DataFrame) -> tuple[np.ndarray, int]:
+    """Number each (customer, store, item) series: per-column codes combined, no tuples built."""
+    combined = np.zeros(len(frame), dtype=np.int64)
+    for column in SERIES:
+        codes, uniques = pd.factorize(frame[column])
+        # Re-numbering after each column keeps the combined code below rows * uniques.
+        combined, _ = pd.factorize(combined * (len(uniques) + 1) + codes)
+    return combined, int(combined.max()) + 1 if len(combined) else 0
 
 
 def _holiday_flags(rows: pd.DataFrame, countries: dict[str, str | None]) -> np.ndarray:

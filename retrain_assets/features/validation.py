@@ -53,8 +53,8 @@ class FileOutcome:
 
 
 def empty_sales() -> pd.DataFrame:
-    """Return an empty, typed sales frame."""
-    return _typed(pd.DataFrame({c: pd.Series(dtype=str) for c in SALES_COLUMNS}))
+    """Return an empty, typed sales frame (a copy: callers may modify it)."""
+    return _EMPTY_SALES.copy()
 
 
 def _typed(frame: pd.DataFrame) -> pd.DataFrame:
@@ -64,6 +64,9 @@ def _typed(frame: pd.DataFrame) -> pd.DataFrame:
             "units_sold": "int64", "price": "float64", "on_promo": bool, "stock_on_hand": "int64",
         }
     )[SALES_COLUMNS]
+
+
+_EMPTY_SALES = _typed(pd.DataFrame({c: pd.Series(dtype=str) for c in SALES_COLUMNS}))
 
 
 def failed_file(customer: str, file: str, reason: str) -> FileOutcome:
