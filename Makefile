@@ -1,7 +1,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 
-.PHONY: install test lint
+.PHONY: install test lint up
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -13,3 +13,6 @@ install: $(VENV)/bin/python
 test: install
 	$(VENV)/bin/ruff check retrain_assets retrain_assets_tests
 	$(VENV)/bin/python -m pytest
+
+up: install
+	$(VENV)/bin/retrain-assets up

@@ -34,7 +34,7 @@ def main() -> None:
     os.environ.pop("RETRAIN_STORAGE_URL", None)
 
     from retrain_assets.customers import CUSTOMERS
-    from retrain_assets.definitions import build_definitions
+    from retrain_assets.definitions import FEATURES_JOB, build_definitions
     from retrain_assets.demo.simulate import land_tenant
     from retrain_assets.demo.tenants import DEMO_TENANTS
     from retrain_assets.settings import landing_root
@@ -46,7 +46,7 @@ def main() -> None:
     landed = time.perf_counter() - started
     series = sum(spec.stores * spec.items for spec in DEMO_TENANTS)
 
-    job = build_definitions().resolve_implicit_global_asset_job_def()
+    job = build_definitions().resolve_job_def(FEATURES_JOB)
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions(CUSTOMERS.name, [s.name for s in DEMO_TENANTS])
         started = time.perf_counter()

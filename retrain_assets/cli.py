@@ -1,4 +1,4 @@
-"""The `retrain-assets` command line: simulate demo data and prepare the project's database."""
+"""The `retrain-assets` command line: start the platform, simulate demo data, migrate."""
 
 from __future__ import annotations
 
@@ -6,20 +6,17 @@ import argparse
 import datetime as dt
 import sys
 
-from retrain_assets.demo.simulate import days_to_land, land_tenant, landed_days
-from retrain_assets.demo.tenants import DEMO_TENANTS
+from retrain_assets.demo.seed import land_demo_tenants
+from retrain_assets.gpu.service.__main__ import add_arguments as add_gpu_arguments
+from retrain_assets.gpu.service.__main__ import run as run_gpu_service
 from retrain_assets.settings import landing_root
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    root = landing_root()
-    yesterday = dt.date.today() - dt.timedelta(days=1)
     start = dt.date.fromisoformat(args.start) if args.start else None
-    for spec in DEMO_TENANTS:
-        days = days_to_land(landed_days(root, spec.name), args.days, start, yesterday)
-        written = land_tenant(root, spec, days)
+    for spec, days in land_demo_tenants(landing_root(), args.days, start):
         span = f"{days[0]} .. {days[-1]}" if days else "nothing new (pass --days N)"
-        print(f"{spec.name} ({spec.country}): {written} file(s) {span}")
+        print(f"{spec.name} ({spec.country}): {len(days)} file(s) {span}")
     return 0
 
 
@@ -35,6 +32,33 @@ def _migrate(_: argparse.Namespace) -> int:
     return 0
 
 
+def _up(_: argparse.Namespace) -> int:
+    from retrain_assets.runtime.up import run_up  # imported here: only `up` needs it
+
+    try:
+        return run_up()
+    except FileNotFoundError as err:  # dagster.yaml or workspace.yaml missing: nothing started
+        raise ValueError(str(err)) from err
+
+
+def _customers_add(args: argparse.Namespace) -> int:
+    from retrain_assets.runtime.customers_admin import add_customer
+
+    new_row, new_partition = add_customer(args.name, args.country)
+    state = "added" if new_row or new_partition else "already known"
+    print(f"customer {args.name}: {state} (partition in Dagster, row in the project table)")
+    return 0
+
+
+def _diagram(args: argparse.Namespace) -> int:
+    from retrain_assets.machines.diagram import mermaid
+    from retrain_assets.machines.training import training_machine
+
+    machines = {"training": training_machine}
+    print(mermaid(machines[args.machine]()))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the argument parser for every subcommand."""
     parser = argparse.ArgumentParser(prog="retrain-assets", description=__doc__)
@@ -45,6 +69,23 @@ def build_parser() -> argparse.ArgumentParser:
     sim.set_defaults(handler=_simulate)
     mig = sub.add_parser("migrate", help="start Postgres if needed and create the project tables")
     mig.set_defaults(handler=_migrate)
+    up = sub.add_parser(
+        "up", help="start Postgres, dagster-webserver and dagster-daemon; Ctrl-C stops them all"
+    )
+    up.set_defaults(handler=_up)
+    customers = sub.add_parser("customers", help="manage tenants").add_subparsers(
+        dest="action", required=True
+    )
+    add = customers.add_parser("add", help="add a customer (a safe slug) without a landing folder")
+    add.add_argument("name")
+    add.add_argument("--country", default=None, help="two-letter code for holiday features")
+    add.set_defaults(handler=_customers_add)
+    gpu = sub.add_parser("gpu-service", help="run the reference GPU training service")
+    add_gpu_arguments(gpu)
+    gpu.set_defaults(handler=run_gpu_service)
+    diagram = sub.add_parser("diagram", help="print a state machine as Mermaid, from its table")
+    diagram.add_argument("machine", choices=["training"])
+    diagram.set_defaults(handler=_diagram)
     return parser
 
 

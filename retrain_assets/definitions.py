@@ -5,22 +5,40 @@ from __future__ import annotations
 import dagster as dg
 
 from retrain_assets.automation.customer_discovery import customer_discovery
+from retrain_assets.automation.gpu_job_poller import gpu_job_poller
 from retrain_assets.features.parquet_store import DailyParquetIOManager, PartitionStorage
 from retrain_assets.features.sales_asset import sales
 from retrain_assets.features.store_day_features_asset import store_day_features
+from retrain_assets.models.model_candidate_asset import model_candidate
+from retrain_assets.models.resources import GpuServiceResource
+from retrain_assets.models.training_job_asset import training_job
 from retrain_assets.store.resource import ProjectDatabase
+
+FEATURES_JOB = "features_job"
 
 
 def build_definitions() -> dg.Definitions:
-    """Return the code location; resources resolve their environment when a run starts."""
+    """Return the code location; resources resolve their environment when a run starts.
+
+    There is deliberately no edge from `features` into `models`: the model side learns which
+    snapshot to read from its run config (a recorded decision), never from the asset graph.
+    """
     storage = PartitionStorage()
     return dg.Definitions(
-        assets=[sales, store_day_features],
-        sensors=[customer_discovery],
+        assets=[sales, store_day_features, training_job, model_candidate],
+        jobs=[
+            dg.define_asset_job(
+                FEATURES_JOB,
+                selection=dg.AssetSelection.groups("features"),
+                description="The data side only: sales and store_day_features for a day range.",
+            )
+        ],
+        sensors=[customer_discovery, gpu_job_poller],
         resources={
             "project_db": ProjectDatabase(),
             "partition_storage": storage,
             "io_manager": DailyParquetIOManager(storage=storage),
+            "gpu_service": GpuServiceResource(),
         },
     )
 

@@ -41,3 +41,48 @@ def database_name(purpose: str) -> str:
 def webserver_port() -> int:
     """Return the port dagster-webserver listens on (default 3000)."""
     return int(os.environ.get("RETRAIN_WEBSERVER_PORT", "3000"))
+
+
+def gpu_service_port() -> int:
+    """Return the port of the GPU service `up` starts (default 8765, the service's own default).
+
+    Only the local service uses it; a service at RETRAIN_GPU_URL listens wherever it was put.
+    """
+    return int(os.environ.get("RETRAIN_GPU_PORT", "8765"))
+
+
+def gpu_service_url() -> str:
+    """Return where the platform reaches the GPU service.
+
+    `$RETRAIN_GPU_URL` when set (a remote service: `up` then starts no local one), else the
+    local service `up` starts on loopback at `gpu_service_port()`.
+    """
+    return os.environ.get("RETRAIN_GPU_URL") or f"http://127.0.0.1:{gpu_service_port()}"
+
+
+def gpu_token() -> str:
+    """Return the GPU service's bearer token, `$RETRAIN_GPU_TOKEN`.
+
+    The default is the service's well-known development token, so a client and a hand-started
+    local service agree without configuration; `up` never relies on it for its own service
+    (it exports a random token when the variable is unset).
+    """
+    return os.environ.get("RETRAIN_GPU_TOKEN") or "dev-token"
+
+
+def gpu_slots() -> int:
+    """Return how many jobs the local GPU service trains at once (default 2 worker processes).
+
+    Each slot is a worker process with its own model in memory: size it to the GPUs (or cores)
+    of the machine.
+    """
+    return int(os.environ.get("RETRAIN_GPU_SLOTS", "2"))
+
+
+def gpu_allow_faults() -> bool:
+    """Return whether the local GPU service accepts fault injection in job specs (default no).
+
+    Only tests that exercise crash and resume paths turn it on (`RETRAIN_GPU_ALLOW_FAULTS=1`
+    or `true`); a production service must refuse such specs.
+    """
+    return os.environ.get("RETRAIN_GPU_ALLOW_FAULTS", "").strip().lower() in {"1", "true"}

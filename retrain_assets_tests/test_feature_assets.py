@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from retrain_assets.customers import CUSTOMERS
-from retrain_assets.definitions import build_definitions
+from retrain_assets.definitions import FEATURES_JOB, build_definitions
 from retrain_assets.demo.simulate import land_tenant
 from retrain_assets.demo.tenants import TenantSpec
 from retrain_assets.features.content_hash import frame_content_hash
@@ -47,8 +47,7 @@ def world(tmp_path: Path, app_db: str, pg_server, monkeypatch: pytest.MonkeyPatc
 
 
 def _run_range(instance: dg.DagsterInstance, first: str, last: str, tags=None):
-    defs = build_definitions()
-    job = defs.resolve_implicit_global_asset_job_def()
+    job = build_definitions().resolve_job_def(FEATURES_JOB)
     return job.execute_in_process(
         instance=instance,
         tags={
@@ -128,7 +127,7 @@ def test_bad_files_fail_only_their_day_and_lose_no_good_rows(world):
 def test_features_refuse_to_run_over_missing_sales_history(world):
     instance = world["instance"]
     defs = build_definitions()
-    job = defs.resolve_implicit_global_asset_job_def().get_subset(
+    job = defs.resolve_job_def(FEATURES_JOB).get_subset(
         asset_selection={dg.AssetKey("store_day_features")}
     )
     result = job.execute_in_process(instance=instance, partition_key="2025-01-20",

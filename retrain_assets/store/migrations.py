@@ -52,6 +52,59 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX feature_snapshots_day ON feature_snapshots (partition_date, published_at DESC);
     """,
+    # 2: state machines: one pointer per (machine, customer) and an append-only history.
+    """
+    CREATE TABLE machine_pointers (
+        machine     text NOT NULL,
+        customer    text NOT NULL,
+        run_key     text NOT NULL,
+        state       text NOT NULL,
+        status      text NOT NULL CHECK (status IN ('ready', 'waiting', 'terminal')),
+        payload     jsonb NOT NULL DEFAULT '{}',
+        visits      jsonb NOT NULL DEFAULT '{}',
+        reason      text,
+        last_error  text,
+        started_at  timestamptz NOT NULL DEFAULT clock_timestamp(),
+        updated_at  timestamptz NOT NULL DEFAULT clock_timestamp(),
+        PRIMARY KEY (machine, customer)
+    );
+    CREATE INDEX machine_pointers_state ON machine_pointers (machine, state);
+    CREATE TABLE machine_history (
+        id          bigserial PRIMARY KEY,
+        machine     text NOT NULL,
+        customer    text NOT NULL,
+        run_key     text NOT NULL,
+        state       text NOT NULL,
+        visit       integer NOT NULL,
+        ok          boolean NOT NULL,
+        yielded     boolean NOT NULL,
+        next_state  text NOT NULL,
+        error       text,
+        note        text,
+        started_at  timestamptz NOT NULL,
+        finished_at timestamptz NOT NULL
+    );
+    CREATE INDEX machine_history_run ON machine_history (machine, customer, run_key, id);
+    CREATE FUNCTION machine_history_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        RAISE EXCEPTION 'machine_history is append-only';
+    END $$;
+    CREATE TRIGGER machine_history_append_only BEFORE UPDATE OR DELETE ON machine_history
+        FOR EACH ROW EXECUTE FUNCTION machine_history_append_only();
+    """,
+    # 3: training candidates, one per run key.
+    """
+    CREATE TABLE model_candidates (
+        run_key         text PRIMARY KEY,
+        customer        text NOT NULL,
+        job_id          text NOT NULL,
+        sha256          text NOT NULL,
+        path            text NOT NULL,
+        metrics         jsonb NOT NULL,
+        created_at      timestamptz NOT NULL DEFAULT now()
+    );
+    CREATE INDEX model_candidates_customer ON model_candidates (customer, created_at DESC);
+    """,
 ]
 
 _LOCK_ID = 7_231_001  # pg_advisory_xact_lock key: one migrator at a time

@@ -57,13 +57,14 @@ def start_server(home: Path | None = None) -> PostgresServer:
     external = os.environ.get("RETRAIN_PG_URL")
     if external:
         return PostgresServer(url=external, embedded=False)
-    import pgserver  # imported here: only the embedded default needs it
-
     logging.getLogger("pgserver").setLevel(logging.WARNING)
     pgdata = (home or retrain_home()) / "pg"
     pgdata.mkdir(parents=True, exist_ok=True)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # platformdirs warns when XDG_RUNTIME_DIR is unset
+        # platformdirs warns when XDG_RUNTIME_DIR is unset, already while pgserver imports
+        warnings.simplefilter("ignore")
+        import pgserver  # imported here: only the embedded default needs it
+
         server = pgserver.get_server(pgdata, cleanup_mode="stop")
     return PostgresServer(url=server.get_uri(), embedded=True)
 

@@ -1,0 +1,79 @@
+"""`gpu_job_poller`: advance every customer waiting on a GPU job, with one batched status call.
+
+Nothing else waits for the GPU: between ticks a waiting customer is one row in Postgres. A
+succeeded job becomes a `model_candidate` run request (run key as Dagster `run_key`, so a
+re-evaluated tick never requests it twice); a failed one is resubmitted by the machine within
+its budget; past a budget the machine records FAILED with the reason.
+"""
+
+import os
+import time
+
+import dagster as dg
+
+from retrain_assets.gpu.protocol import JobStatus
+from retrain_assets.machines.engine import advance
+from retrain_assets.machines.store import pointers_in_state
+from retrain_assets.machines.training import JOB_ID, NAME, training_machine
+from retrain_assets.models.model_candidate_asset import model_candidate
+from retrain_assets.models.resources import GpuServiceResource, training_services
+from retrain_assets.store.resource import ProjectDatabase
+
+TICK_BUDGET_SECONDS = 40.0  # Dagster cancels a sensor evaluation after 60 s
+
+
+def poll_interval_seconds() -> int:
+    """Return the tick interval: one poll visit per tick, so interval x 100 bounds the wait."""
+    return int(os.environ.get("RETRAIN_POLL_INTERVAL_SECONDS", "180"))
+
+
+def candidate_request(customer: str, run_key: str) -> dg.RunRequest:
+    """Return the run request that fetches one finished job's candidate."""
+    return dg.RunRequest(
+        run_key=f"candidate-{run_key}",
+        asset_selection=[model_candidate.key],
+        partition_key=customer,
+        run_config={"ops": {"model_candidate": {"config": {"run_key": run_key}}}},
+        tags={"customer": customer, "retrain/run_key": run_key},
+    )
+
+
+@dg.sensor(
+    minimum_interval_seconds=poll_interval_seconds(),
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    asset_selection=[model_candidate],
+    description="Polls the GPU service for every customer in POLL_JOB; one batched call a tick.",
+)
+def gpu_job_poller(
+    context: dg.SensorEvaluationContext,
+    project_db: ProjectDatabase,
+    gpu_service: GpuServiceResource,
+) -> dg.SensorResult:
+    """Advance waiting training machines; request candidates for finished jobs."""
+    started = time.monotonic()
+    db_url, gpu = project_db.connection_url(), gpu_service.client()
+    waiting = pointers_in_state(db_url, NAME, "POLL_JOB")
+    if not waiting:
+        return dg.SensorResult(skip_reason="no customer is waiting on a GPU job")
+    jobs = gpu.statuses([str(p.payload[JOB_ID]) for p in waiting])
+    machine, services = training_machine(), training_services(db_url, gpu)
+    requests, advanced, deferred = [], 0, 0
+    for pointer in waiting:
+        job = jobs.get(str(pointer.payload[JOB_ID]))
+        if job is not None and job.status is JobStatus.SUCCEEDED:
+            requests.append(candidate_request(pointer.customer, pointer.run_key))
+            continue
+        if time.monotonic() - started > TICK_BUDGET_SECONDS:
+            deferred += 1  # the next tick continues; nobody loses a poll visit
+            continue
+        result = advance(db_url, machine, pointer.customer, services, known=jobs)
+        advanced += 0 if result.busy else 1
+        if result.pointer is not None and result.pointer.state == machine.failed:
+            context.log.warning(
+                f"{pointer.customer} run {pointer.run_key} FAILED: {result.pointer.reason}"
+            )
+    context.log.info(
+        f"{len(waiting)} waiting, {len(jobs)} statuses in one batch, {len(requests)} finished, "
+        f"{advanced} advanced, {deferred} deferred to the next tick"
+    )
+    return dg.SensorResult(run_requests=requests)

@@ -1,0 +1,180 @@
+"""The service process: the FastAPI app (auth, errors, health) and `serve`, its entry point.
+
+`serve` prepares everything that can fail with a plain reason (port, database, migrations,
+the one-service-per-database lock) before uvicorn starts, so a misconfigured start is one
+clear line, not a traceback from inside the server.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import signal
+import socket
+import threading
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Annotated
+
+from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.concurrency import run_in_threadpool
+
+from retrain_assets.gpu.service.config import (
+    DEFAULT_HOST,
+    DEFAULT_PORT,
+    DEFAULT_SLOTS,
+    default_data_dir,
+    service_token,
+)
+from retrain_assets.gpu.service.migrations import migrate
+from retrain_assets.gpu.service.routes import build_router
+from retrain_assets.gpu.service.scheduler import Scheduler
+from retrain_assets.gpu.service.store import JobStore, hold_service_lock
+from retrain_assets.store.server import ensure_database, start_server
+
+log = logging.getLogger(__name__)
+_bearer = HTTPBearer(auto_error=False, description="RETRAIN_GPU_TOKEN")
+
+
+def require_token(token: str) -> Callable[[HTTPAuthorizationCredentials | None], None]:
+    """Return a dependency that answers 401 unless the request carries `Bearer <token>`."""
+
+    def check(
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    ) -> None:
+        given = credentials.credentials if credentials else ""
+        if not secrets.compare_digest(given.encode(), token.encode()):
+            raise HTTPException(
+                401, "missing or wrong bearer token", headers={"WWW-Authenticate": "Bearer"}
+            )
+
+    return check
+
+
+async def _validation_error(request: Request, error: RequestValidationError) -> JSONResponse:
+    """Answer 422 with FastAPI's usual `detail` list plus one sentence naming every field."""
+    problems = []
+    for item in error.errors():
+        location = [str(part) for part in item["loc"] if part not in ("body", "query", "path")]
+        problems.append(f"{'.'.join(location) or 'body'}: {item['msg']}")
+    return JSONResponse(
+        status_code=422,
+        content={
+            "detail": jsonable_encoder(error.errors()),
+            "message": "invalid request: " + "; ".join(problems),
+        },
+    )
+
+
+def create_app(
+    store: JobStore, scheduler: Scheduler, token: str, allow_faults: bool = False
+) -> FastAPI:
+    """Return the service's app.
+
+    Its lifespan starts the scheduler, and on shutdown stops it and the workers, whose jobs
+    are requeued to resume on the next start.
+    """
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        await run_in_threadpool(scheduler.start)
+        try:
+            yield
+        finally:
+            await run_in_threadpool(scheduler.stop)
+
+    app = FastAPI(
+        title="retrain_assets GPU training service",
+        version="1",
+        description="Trains LightGBM demand models from exported Parquet datasets, resumably.",
+        lifespan=lifespan,
+    )
+    app.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]
+    app.include_router(
+        build_router(store, scheduler, allow_faults), dependencies=[Depends(require_token(token))]
+    )
+
+    @app.get("/healthz", tags=["health"])
+    def healthz() -> dict[str, object]:
+        """Answer without auth, for readiness checks."""
+        return {"status": "ok", "slots": scheduler.slots, "busy_slots": scheduler.busy_slots}
+
+    return app
+
+
+class _StopSignal(Exception):
+    """SIGINT or SIGTERM arrived; uvicorn re-raises it after its graceful shutdown."""
+
+
+def _raise_stop(signum: int, _frame: object) -> None:
+    raise _StopSignal(signal.Signals(signum).name)
+
+
+def _check_port_free(host: str, port: int) -> None:
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as error:
+            raise ValueError(f"cannot listen on {host}:{port}: {error.strerror}") from error
+
+
+def serve(
+    host: str = DEFAULT_HOST,
+    port: int = DEFAULT_PORT,
+    slots: int = DEFAULT_SLOTS,
+    allow_faults: bool = False,
+    data_dir: Path | str | None = None,
+) -> None:
+    """Run the GPU training service until SIGINT/SIGTERM.
+
+    Postgres comes from `start_server()` (RETRAIN_PG_URL or the embedded server), in the
+    database of purpose `gpu`; files go to `data_dir` (default `$RETRAIN_HOME/gpu`). Jobs a
+    previous run left running are requeued and resume from their checkpoints. Raises
+    ValueError, with the reason, when the port is taken or another service owns the database.
+    """
+    import uvicorn  # imported here: worker processes import this package but never serve
+
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    if slots < 1:
+        raise ValueError(f"--slots must be at least 1, got {slots}")
+    token = service_token()
+    folder = Path(data_dir).expanduser().resolve() if data_dir else default_data_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    _check_port_free(host, port)
+    url = ensure_database(start_server(), "gpu")
+    migrate(url)
+    lock = hold_service_lock(url)
+    # uvicorn shuts down gracefully on SIGINT/SIGTERM and then re-raises the signal to the
+    # handler it found installed; with ours that ends `serve` normally (exit 0, atexit runs:
+    # the embedded Postgres is stopped if we were its last user) instead of dying of it.
+    handlers = (
+        {sig: signal.signal(sig, _raise_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+        if threading.current_thread() is threading.main_thread()
+        else {}
+    )
+    try:
+        store = JobStore(url)
+        app = create_app(store, Scheduler(store, folder, slots), token, allow_faults)
+        log.info(
+            "GPU service on http://%s:%d: %d slot(s), faults %s, files in %s",
+            host,
+            port,
+            slots,
+            "allowed" if allow_faults else "refused",
+            folder,
+        )
+        uvicorn.run(app, host=host, port=port, log_level="info")
+    except _StopSignal as stop:
+        log.info("stopped by %s", stop)
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+        lock.close()

@@ -1,0 +1,137 @@
+"""The service's request and response bodies: one validated shape per wire message.
+
+Every model forbids unknown fields, so a misspelt parameter is a 422 naming it instead of a
+silently ignored default, and the canonical JSON of a spec is exactly what the caller meant.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+IDEMPOTENCY_KEY_PATTERN = r"^[A-Za-z0-9._-]+$"
+MAX_STATUS_IDS = 500
+JobStatusName = Literal["queued", "running", "succeeded", "failed", "cancelled"]
+Objective = Literal["poisson", "regression", "regression_l1", "huber", "tweedie", "gamma"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TrainingParams(_Strict):
+    """LightGBM settings a job may choose; everything else is fixed for determinism."""
+
+    num_boost_round: int = Field(200, ge=1, le=5000)
+    learning_rate: float = Field(0.05, gt=0, le=1)
+    num_leaves: int = Field(31, ge=2, le=4096)
+    min_data_in_leaf: int = Field(20, ge=1)
+    objective: Objective = "poisson"
+    seed: int = 7
+
+
+class Faults(_Strict):
+    """Failures to inject, for tests of the platform's retry and resume paths."""
+
+    fail_at_round: int | None = Field(None, ge=1)
+    crash_at_round: int | None = Field(None, ge=1)
+    slow_seconds_per_round: float | None = Field(None, ge=0, le=10)
+    on_attempts: list[int] = Field(default_factory=lambda: [1])
+
+
+class TrainingSpec(_Strict):
+    """What to train: which customer, which exported dataset, which columns, which settings."""
+
+    customer: str = Field(min_length=1, max_length=200)
+    dataset_url: str = Field(min_length=1, description="a local path or file:// URL (Parquet)")
+    label: str = Field("units_sold", min_length=1)
+    features: list[str] = Field(min_length=1)
+    params: TrainingParams = Field(default_factory=TrainingParams)
+    checkpoint_every: int = Field(25, ge=1)
+    faults: Faults | None = None
+
+    @model_validator(mode="after")
+    def _columns_make_sense(self) -> TrainingSpec:
+        """Reject duplicate features and a label used as a feature before any worker runs."""
+        if len(set(self.features)) != len(self.features):
+            raise ValueError("features must not repeat a column")
+        if self.label in self.features:
+            raise ValueError(f"label {self.label!r} must not also be a feature")
+        return self
+
+    def canonical_json(self) -> str:
+        """Return the spec with defaults filled in, as sorted compact JSON.
+
+        Idempotency compares this, so omitted params and spelled-out defaults are one spec.
+        """
+        return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+
+
+class SubmitRequest(_Strict):
+    """Body of `POST /jobs`."""
+
+    idempotency_key: str = Field(min_length=1, max_length=128, pattern=IDEMPOTENCY_KEY_PATTERN)
+    spec: TrainingSpec
+
+
+class StatusRequest(_Strict):
+    """Body of `POST /jobs/status`: the ids one sensor tick asks about."""
+
+    ids: list[str] = Field(max_length=MAX_STATUS_IDS)
+
+
+class RunOut(_Strict):
+    """One execution of a job by one worker process.
+
+    An attempt may have several runs when the service restarts under it.
+    """
+
+    attempt: int
+    started_from_round: int
+    worker_pid: int | None
+    started_at: dt.datetime
+    ended_at: dt.datetime | None
+    outcome: str | None
+    error: str | None
+    exit_code: int | None
+
+
+class JobOut(_Strict):
+    """A job as the API reports it; the first eight fields are `protocol.Job`."""
+
+    id: str
+    idempotency_key: str
+    status: JobStatusName
+    attempt: int
+    rounds_done: int
+    total_rounds: int
+    last_checkpoint_round: int | None
+    error: str | None
+    customer: str
+    cancel_requested: bool
+    worker_pid: int | None
+    started_from_round: int | None = Field(
+        description="where the latest run resumed training (0: from scratch)"
+    )
+    created_at: dt.datetime
+    updated_at: dt.datetime
+    runs: list[RunOut]
+
+
+class StatusResponse(_Strict):
+    """Answer to `POST /jobs/status`: the known jobs and the ids nobody knows."""
+
+    jobs: list[JobOut]
+    missing: list[str]
+
+
+class ArtifactOut(_Strict):
+    """What `GET /jobs/{id}/artifact` announces about a succeeded job's model file."""
+
+    job_id: str
+    sha256: str
+    size: int
+    metrics: dict[str, Any]

@@ -1,0 +1,26 @@
+"""State machines persisted in Postgres: the table, the flat trampoline, runs and queries."""
+
+from retrain_assets.machines.engine import AdvanceResult, NoRun, advance
+from retrain_assets.machines.runs import MachineBusy, RunActive, start_run
+from retrain_assets.machines.step import Context, Step
+from retrain_assets.machines.store import HistoryRow, Pointer, history, pointer, pointers_in_state
+from retrain_assets.machines.table import Machine, MachineDefinitionError, State
+
+__all__ = [
+    "AdvanceResult",
+    "Context",
+    "HistoryRow",
+    "Machine",
+    "MachineBusy",
+    "MachineDefinitionError",
+    "NoRun",
+    "Pointer",
+    "RunActive",
+    "State",
+    "Step",
+    "advance",
+    "history",
+    "pointer",
+    "pointers_in_state",
+    "start_run",
+]

@@ -1,0 +1,158 @@
+"""The training machine: get exactly one trained candidate per run key out of the GPU service.
+
+    INITIAL -> CHECK_LAST_TRAIN -> SUBMIT_JOB -> POLL_JOB (yields) -> DOWNLOAD_SAVE -> DONE
+    JOB_FAILED -> SUBMIT_JOB; CHECK_LAST_TRAIN -> DOWNLOAD_SAVE | POLL_JOB | DONE
+
+The run key is the GPU job's idempotency key, so every resubmission, attach and resume lands
+on the same remote job. A remote success whose download failed costs a download, never a
+retrain: DOWNLOAD_SAVE retries itself, and CHECK_LAST_TRAIN sends a restarted run straight
+back to DOWNLOAD_SAVE.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from retrain_assets.gpu.protocol import Artifact, GpuService, Job, JobStatus
+from retrain_assets.machines import runs, store
+from retrain_assets.machines.step import Context, Step
+from retrain_assets.machines.table import Machine, State
+
+NAME = "training"
+SPEC = "spec"
+JOB_ID = "job_id"
+
+
+class CandidateStore(Protocol):
+    """Where finished candidates live, keyed by customer and run key."""
+
+    def has_candidate(self, customer: str, run_key: str) -> bool:
+        """Return True when this run key's candidate is already saved."""
+        ...
+
+    def save_candidate(self, customer: str, run_key: str, artifact: Artifact) -> None:
+        """Keep a downloaded, verified artifact as this run key's candidate."""
+        ...
+
+
+@dataclass(frozen=True)
+class TrainingServices:
+    """What the training transitions talk to; injected so tests and replicas choose them."""
+
+    gpu: GpuService
+    candidates: CandidateStore
+    download_dir: Callable[[str], Path]
+
+
+Ctx = Context[TrainingServices]
+
+
+def check_spec(ctx: Ctx) -> Step:
+    """Refuse a run that was started without a job spec (it could never be submitted)."""
+    if not isinstance(ctx.payload.get(SPEC), Mapping):
+        return Step.failure(f"run {ctx.run_key} was started without a job spec in its payload")
+    return Step.success()
+
+
+def check_last_train(ctx: Ctx) -> Step:
+    """Reuse whatever already exists for this run key before paying for a new job."""
+    if ctx.services.candidates.has_candidate(ctx.customer, ctx.run_key):
+        return Step.success("candidate already saved", branch="candidate saved")
+    job = ctx.services.gpu.find(ctx.run_key)
+    if job is None:
+        return Step.success("no remote job for this key")
+    attached = {JOB_ID: job.id}
+    if job.status is JobStatus.SUCCEEDED:
+        return Step.success(f"job {job.id} succeeded", branch="remote succeeded", payload=attached)
+    if not job.status.finished:
+        note = f"attached to {job.status} job {job.id}"
+        return Step.success(note, branch="remote running", payload=attached)
+    return Step.success(f"job {job.id} {job.status}: resubmit resumes it", payload=attached)
+
+
+def submit_job(ctx: Ctx) -> Step:
+    """Submit (or resume) the job for this key; the service dedupes on the key."""
+    job = ctx.services.gpu.submit(ctx.run_key, dict(ctx.payload[SPEC]))
+    note = f"job {job.id} attempt {job.attempt} {job.status}"
+    return Step.success(note, payload={JOB_ID: job.id})
+
+
+def poll_job(ctx: Ctx) -> Step:
+    """Check the job, from the caller's batched statuses when given; yield while it runs."""
+    job_id = ctx.payload[JOB_ID]
+    job = ctx.known.get(job_id)
+    if not isinstance(job, Job):
+        job = ctx.services.gpu.get(job_id)
+    if not job.status.finished:
+        return Step.wait(f"{job.status} {job.rounds_done}/{job.total_rounds} rounds")
+    if job.status is JobStatus.SUCCEEDED:
+        return Step.success(f"job {job.id} succeeded")
+    error = f"remote job {job.id} {job.status} (attempt {job.attempt}): {job.error}"
+    return Step.failure(error, branch="remote failed", payload={"remote_error": error})
+
+
+def job_failed(ctx: Ctx) -> Step:
+    """Route a failed attempt back to submission; SUBMIT_JOB's budget decides when to stop."""
+    return Step.success(f"resubmitting after: {ctx.payload.get('remote_error')}")
+
+
+def download_save(ctx: Ctx) -> Step:
+    """Download and verify the artifact, then keep it as this key's candidate."""
+    job_id = ctx.payload[JOB_ID]
+    artifact = ctx.services.gpu.download(job_id, ctx.services.download_dir(ctx.run_key))
+    ctx.services.candidates.save_candidate(ctx.customer, ctx.run_key, artifact)
+    return Step.success(f"candidate saved from job {job_id}", payload={"sha256": artifact.sha256})
+
+
+def training_machine(
+    *, submit_budget: int = 3, poll_budget: int = 100, download_budget: int = 5
+) -> Machine:
+    """Return the training machine with its visit budgets.
+
+    Args:
+        submit_budget: submissions per run (first one plus retries after failures).
+        poll_budget: polls per run; one per sensor tick, so it bounds the wait.
+        download_budget: download attempts per run before the run fails.
+    """
+    return Machine(
+        name=NAME,
+        initial="INITIAL",
+        terminal=frozenset({"DONE", "FAILED"}),
+        states={
+            "INITIAL": State(check_spec, "CHECK_LAST_TRAIN", "FAILED"),
+            "CHECK_LAST_TRAIN": State(
+                check_last_train, "SUBMIT_JOB", "SUBMIT_JOB",
+                branches={
+                    "candidate saved": "DONE",
+                    "remote succeeded": "DOWNLOAD_SAVE",
+                    "remote running": "POLL_JOB",
+                },
+            ),
+            "SUBMIT_JOB": State(submit_job, "POLL_JOB", "JOB_FAILED", max_visits=submit_budget),
+            "POLL_JOB": State(
+                poll_job, "DOWNLOAD_SAVE", "POLL_JOB", may_yield=True, max_visits=poll_budget,
+                branches={"remote failed": "JOB_FAILED"},
+            ),
+            "JOB_FAILED": State(job_failed, "SUBMIT_JOB", "FAILED"),
+            "DOWNLOAD_SAVE": State(
+                download_save, "DONE", "DOWNLOAD_SAVE", max_visits=download_budget
+            ),
+        },
+    )
+
+
+def start_training(
+    url: str,
+    customer: str,
+    run_key: str,
+    spec: Mapping[str, Any],
+    *,
+    machine: Machine | None = None,
+    retry: bool = False,
+) -> store.Pointer:
+    """Start (or find) the customer's training run for this key, keeping the job spec in it."""
+    chosen = machine or training_machine()
+    return runs.start_run(url, chosen, customer, run_key, {SPEC: dict(spec)}, retry=retry)

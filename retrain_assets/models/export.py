@@ -1,0 +1,67 @@
+"""Exporting one customer's rows of a snapshot for the GPU service, holdout days kept apart.
+
+The latest `holdout_days` days are never sent to training: the evaluation gate scores the
+candidate and the champion on them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+from upath import UPath
+
+from retrain_assets.features.parquet_store import ParquetPartitionStore
+from retrain_assets.models.snapshot_ref import SnapshotRef
+
+MODEL_FEATURES = [
+    "lag_7", "lag_14", "lag_28", "rolling_mean_7", "rolling_mean_28",
+    "day_of_week", "is_holiday", "on_promo", "price",
+]
+LABEL = "units_sold"
+
+
+@dataclass(frozen=True)
+class Export:
+    """Where the exported rows are, and how many of each."""
+
+    train_path: str
+    holdout_path: str
+    train_rows: int
+    holdout_rows: int
+
+
+def export_customer(
+    store: ParquetPartitionStore,
+    customer: str,
+    ref: SnapshotRef,
+    holdout_days: int,
+    destination: str,
+) -> Export:
+    """Write the customer's training and holdout rows as Parquet under `destination`.
+
+    Raises:
+        ValueError: the range has no rows for the customer, or is too short for the holdout.
+    """
+    days = sorted(ref.data_versions)
+    if len(days) <= holdout_days:
+        raise ValueError(
+            f"snapshot {days[0]} .. {days[-1]} has {len(days)} day(s); it needs more than the "
+            f"{holdout_days} holdout day(s)"
+        )
+    frame = store.read("store_day_features", days)
+    frame = frame[frame["customer"] == customer]
+    if frame.empty:
+        raise ValueError(f"snapshot {days[0]} .. {days[-1]} has no rows for {customer}")
+    columns = ["customer", "store_id", "item_id", "date", *MODEL_FEATURES, LABEL]
+    frame = frame[columns].astype({"is_holiday": "int8", "on_promo": "int8"})
+    holdout_start = pd.Timestamp(days[-holdout_days])
+    train, holdout = frame[frame["date"] < holdout_start], frame[frame["date"] >= holdout_start]
+    target = UPath(destination)
+    target.mkdir(parents=True, exist_ok=True)
+    paths = {}
+    for name, part in (("train", train), ("holdout", holdout)):
+        paths[name] = target / f"{name}.parquet"
+        with paths[name].open("wb") as handle:
+            part.reset_index(drop=True).to_parquet(handle, index=False)
+    return Export(str(paths["train"]), str(paths["holdout"]), len(train), len(holdout))

@@ -1,0 +1,73 @@
+"""`model_candidate`: download the finished job's model, verify it, store it under the run key.
+
+Requested by `gpu_job_poller` when the remote job succeeded (run key as Dagster `run_key`).
+A re-run for the same key finds the stored candidate and changes nothing; a failed download is
+retried by downloading again, never by training again.
+"""
+
+import dagster as dg
+from pydantic import Field
+
+from retrain_assets.customers import CUSTOMERS
+from retrain_assets.machines.engine import advance
+from retrain_assets.machines.store import pointer as read_pointer
+from retrain_assets.machines.training import NAME, start_training, training_machine
+from retrain_assets.models.candidates import CandidateTable
+from retrain_assets.models.resources import GpuServiceResource, training_services
+from retrain_assets.models.training_job_asset import training_job
+from retrain_assets.settings import storage_root
+from retrain_assets.store.resource import ProjectDatabase
+
+
+class CandidateConfig(dg.Config):
+    """Which run's candidate to fetch (default: the customer's current training run)."""
+
+    run_key: str | None = Field(None, description="Run key; the poller always sets it")
+
+
+@dg.asset(
+    group_name="models",
+    partitions_def=CUSTOMERS,
+    deps=[training_job],
+    kinds={"lightgbm"},
+    description="The trained model of one run key, downloaded and sha256-verified.",
+)
+def model_candidate(
+    context: dg.AssetExecutionContext,
+    config: CandidateConfig,
+    project_db: ProjectDatabase,
+    gpu_service: GpuServiceResource,
+) -> dg.MaterializeResult:
+    """Finish the training machine (DOWNLOAD_SAVE -> DONE) and describe the candidate."""
+    customer, db_url = context.partition_key, project_db.connection_url()
+    current = read_pointer(db_url, NAME, customer)
+    if current is None:
+        raise ValueError(f"{customer} has no training run; materialize training_job first")
+    key = config.run_key or current.run_key
+    if current.run_key != key:
+        raise ValueError(f"{customer}'s training machine runs {current.run_key}, not {key}")
+    machine = training_machine()
+    if current.state == machine.failed:
+        start_training(db_url, customer, key, current.payload.get("spec", {}), retry=True)
+    result = advance(db_url, machine, customer, training_services(db_url, gpu_service.client()))
+    if result.pointer is None:
+        raise RuntimeError(f"{customer}'s training machine is being advanced elsewhere; retry")
+    if result.pointer.state != "DONE":
+        raise RuntimeError(
+            f"run {key} for {customer} is in {result.pointer.state}, not DONE: "
+            f"{result.pointer.reason or result.pointer.last_error or 'the job has not finished'}"
+        )
+    candidate = CandidateTable(db_url, storage_root()).get(key)
+    if candidate is None:
+        raise RuntimeError(f"run {key} reached DONE but no candidate row exists")
+    return dg.MaterializeResult(
+        metadata={
+            "run_key": key,
+            "job_id": candidate.job_id,
+            "sha256": candidate.sha256,
+            "path": dg.MetadataValue.path(candidate.path),
+            **{f"train_{name}": float(value) for name, value in candidate.metrics.items()},
+        },
+        data_version=dg.DataVersion(key),
+        tags={"retrain/run_key": key},
+    )

@@ -1,0 +1,129 @@
+"""`training_job`: compute the run key, export the snapshot, submit the GPU job, and END.
+
+The run never waits for the GPU: it advances the customer's training machine until it yields
+in POLL_JOB (or finds the work already done) and finishes in seconds. The `gpu_job_poller`
+sensor takes over from there.
+"""
+
+import datetime as dt
+
+import dagster as dg
+from pydantic import Field
+
+from retrain_assets.customers import CUSTOMERS
+from retrain_assets.features.feature_math import FEATURE_VERSION
+from retrain_assets.features.parquet_store import PartitionStorage
+from retrain_assets.machines.engine import advance
+from retrain_assets.machines.training import JOB_ID, start_training, training_machine
+from retrain_assets.models.export import LABEL, MODEL_FEATURES, export_customer
+from retrain_assets.models.resources import GpuServiceResource, training_services
+from retrain_assets.models.run_key import code_commit, run_key
+from retrain_assets.models.snapshot_ref import resolve_snapshot
+from retrain_assets.settings import storage_root
+from retrain_assets.store.resource import ProjectDatabase
+
+
+class FaultsConfig(dg.Config):
+    """Fault injection forwarded to the GPU service (honoured only with --allow-faults)."""
+
+    fail_at_round: int | None = None
+    crash_at_round: int | None = None
+    slow_seconds_per_round: float | None = None
+    on_attempts: list[int] = Field(default_factory=lambda: [1])
+
+    def as_spec(self) -> dict[str, object]:
+        """Return the service's `faults` object, without unset fields."""
+        return {k: v for k, v in self.model_dump().items() if v is not None}
+
+
+class TrainingJobConfig(dg.Config):
+    """The snapshot to read and the training settings; the decision fills these in."""
+
+    first_day: str | None = Field(None, description="First snapshot day (default: window end - 89)")
+    last_day: str | None = Field(None, description="Last snapshot day (default: latest published)")
+    data_versions: dict[str, str] = Field(
+        default_factory=dict, description="Expected data version per day; a change refuses"
+    )
+    holdout_days: int = Field(7, ge=1, description="Latest days kept for the evaluation gate")
+    num_boost_round: int = Field(200, ge=1, le=5000)
+    learning_rate: float = Field(0.05, gt=0)
+    num_leaves: int = Field(31, ge=2)
+    min_data_in_leaf: int = Field(20, ge=1)
+    seed: int = 7
+    checkpoint_every: int = Field(25, ge=1)
+    faults: FaultsConfig | None = Field(
+        None, description="GPU-service fault injection (tests; needs --allow-faults)"
+    )
+
+    def training_config(self) -> dict[str, object]:
+        """Return what determines the trained model (part of the run key)."""
+        return {
+            "holdout_days": self.holdout_days,
+            "params": {
+                "num_boost_round": self.num_boost_round, "learning_rate": self.learning_rate,
+                "num_leaves": self.num_leaves, "min_data_in_leaf": self.min_data_in_leaf,
+                "seed": self.seed,
+            },
+            "features": MODEL_FEATURES,
+            "label": LABEL,
+        }
+
+
+def _day(text: str | None) -> dt.date | None:
+    return dt.date.fromisoformat(text) if text else None
+
+
+@dg.asset(
+    group_name="models",
+    partitions_def=CUSTOMERS,
+    kinds={"python"},
+    description="Submits (or finds) the GPU training job for a snapshot; never waits for it.",
+)
+def training_job(
+    context: dg.AssetExecutionContext,
+    config: TrainingJobConfig,
+    project_db: ProjectDatabase,
+    partition_storage: PartitionStorage,
+    gpu_service: GpuServiceResource,
+) -> dg.MaterializeResult:
+    """Run the training machine up to POLL_JOB for this customer and snapshot."""
+    customer, db_url = context.partition_key, project_db.connection_url()
+    ref = resolve_snapshot(
+        db_url, _day(config.first_day), _day(config.last_day), config.data_versions or None, 90
+    )
+    key = run_key(ref.sha, FEATURE_VERSION, config.training_config(), code_commit())
+    exported = export_customer(
+        partition_storage.store(), customer, ref, config.holdout_days,
+        f"{storage_root()}/training_exports/{customer}/{key}",
+    )
+    spec = {
+        "customer": customer,
+        "dataset_url": exported.train_path,
+        "label": LABEL,
+        "features": MODEL_FEATURES,
+        "params": config.training_config()["params"],
+        "checkpoint_every": config.checkpoint_every,
+        **({"faults": config.faults.as_spec()} if config.faults else {}),
+    }
+    machine = training_machine()
+    start_training(db_url, customer, key, spec, machine=machine, retry=True)
+    result = advance(db_url, machine, customer, training_services(db_url, gpu_service.client()))
+    pointer = result.pointer
+    if pointer is None:
+        raise RuntimeError(f"{customer}'s training machine is being advanced elsewhere; retry")
+    if pointer.state == "FAILED":
+        raise RuntimeError(f"training run {key} for {customer} failed: {pointer.reason}")
+    context.log.info(f"run key {key}: machine in {pointer.state}; this run ends here")
+    return dg.MaterializeResult(
+        metadata={
+            "run_key": key,
+            "job_id": str(pointer.payload.get(JOB_ID)),
+            "machine_state": pointer.state,
+            "snapshot": dg.MetadataValue.json(ref.as_metadata()),
+            "train_rows": exported.train_rows,
+            "holdout_rows": exported.holdout_rows,
+            "holdout_path": dg.MetadataValue.path(exported.holdout_path),
+            "code_commit": code_commit(),
+        },
+        data_version=dg.DataVersion(key),
+    )

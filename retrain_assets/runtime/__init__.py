@@ -1,0 +1,1 @@
+"""`retrain-assets up`: the processes of the local platform, started and stopped as one."""

@@ -1,0 +1,212 @@
+"""`retrain-assets up`: Postgres, the Dagster instance, the demo data and the processes, as one.
+
+The order matters: ports are checked before anything starts, the databases exist before a
+process connects to them, the demo tenants have landed before the sensors first look, and the
+GPU service starts before the Dagster processes whose sensors call it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+from retrain_assets.demo.seed import seed_if_empty
+from retrain_assets.runtime.environment import (
+    child_environment,
+    prepare_dagster_home,
+    redact_url,
+    remote_gpu_url,
+    repo_file,
+)
+from retrain_assets.runtime.lock import HomeInUse, lock_home
+from retrain_assets.runtime.ports import LOOPBACK, PortNeed, busy_port_messages
+from retrain_assets.runtime.signals import StopRequests
+from retrain_assets.runtime.supervisor import ChildFailed, ChildSpec, Supervisor
+from retrain_assets.settings import (
+    database_name,
+    gpu_allow_faults,
+    gpu_service_port,
+    gpu_service_url,
+    gpu_slots,
+    landing_root,
+    retrain_home,
+    webserver_port,
+)
+from retrain_assets.store.migrations import migrate
+from retrain_assets.store.server import PostgresServer, ensure_database, start_server
+
+READY_TIMEOUT_SECONDS = 120.0
+STOP_GRACE_SECONDS = 20.0
+WATCH_SECONDS = 0.5
+
+
+def needed_ports() -> list[PortNeed]:
+    """Return the ports the platform listens on; a new process adds its line here.
+
+    The GPU service's port only counts when `up` starts that service (RETRAIN_GPU_URL unset).
+    """
+    needs = [PortNeed("dagster-webserver", webserver_port(), "RETRAIN_WEBSERVER_PORT")]
+    if remote_gpu_url() is None:
+        needs.append(PortNeed("gpu-service", gpu_service_port(), "RETRAIN_GPU_PORT"))
+    return needs
+
+
+def gpu_service_child(bin_dir: Path) -> ChildSpec:
+    """Return the local reference GPU service, on loopback, configured by RETRAIN_GPU_*."""
+    port = str(gpu_service_port())
+    argv = [str(bin_dir / "retrain-assets"), "gpu-service", "--host", LOOPBACK, "--port", port]
+    argv += ["--slots", str(gpu_slots())]
+    if gpu_allow_faults():
+        argv.append("--allow-faults")
+    return ChildSpec(
+        name="gpu-service", argv=tuple(argv), ready_url=f"http://{LOOPBACK}:{port}/healthz"
+    )
+
+
+def platform_children(workspace: Path) -> list[ChildSpec]:
+    """Return the processes `up` runs, in start order; a new process adds its spec here.
+
+    The GPU service comes first, unless RETRAIN_GPU_URL names one elsewhere: the daemon's
+    sensors call it. The executables are the ones installed next to this interpreter, so the
+    children run in the same environment as `up` whatever PATH says.
+    """
+    bin_dir = Path(sys.executable).parent
+    port, workspace_arg = str(webserver_port()), ("-w", str(workspace))
+    gpu = [gpu_service_child(bin_dir)] if remote_gpu_url() is None else []
+    return [
+        *gpu,
+        ChildSpec(
+            name="dagster-webserver",
+            argv=(str(bin_dir / "dagster-webserver"), "-h", LOOPBACK, "-p", port, *workspace_arg),
+            ready_url=f"http://{LOOPBACK}:{port}/server_info",
+        ),
+        ChildSpec(
+            name="dagster-daemon",
+            argv=(str(bin_dir / "dagster-daemon"), "run", *workspace_arg),
+        ),
+    ]
+
+
+def _say(message: str) -> None:
+    print(f"retrain-assets up: {message}", flush=True)
+
+
+def _prepare_databases() -> PostgresServer:
+    """Start (or attach to) Postgres and bring the Dagster and project databases up to date."""
+    server = start_server()
+    ensure_database(server, "dagster")
+    version = migrate(ensure_database(server, "app"))
+    kind = "embedded" if server.embedded else "RETRAIN_PG_URL"
+    _say(
+        f"Postgres ready ({kind}): databases {database_name('dagster')}, "
+        f"{database_name('app')} (schema version {version})"
+    )
+    return server
+
+
+def _seed_demo_tenants() -> None:
+    landed = seed_if_empty(landing_root())
+    for spec, days in landed:
+        _say(
+            f"landed demo tenant {spec.name} ({spec.country}): {len(days)} day(s) "
+            f"{days[0]} .. {days[-1]}"
+        )
+
+
+def _gpu_service_line() -> str:
+    remote = remote_gpu_url()
+    return f"{remote} (RETRAIN_GPU_URL)" if remote else gpu_service_url()
+
+
+def _say_remote_gpu() -> None:
+    remote = remote_gpu_url()
+    if remote is None:
+        return
+    _say(f"using the GPU service at RETRAIN_GPU_URL {remote}; not starting the local one")
+    if not os.environ.get("RETRAIN_GPU_TOKEN"):
+        _say("RETRAIN_GPU_TOKEN is not set: the clients send the development token")
+
+
+def _print_ready(server: PostgresServer) -> None:
+    base = f"http://{LOOPBACK}:{webserver_port()}"
+    home = retrain_home()
+    print(
+        "\nready\n"
+        f"  UI            {base}\n"
+        f"  GraphQL       {base}/graphql\n"
+        f"  Postgres      {redact_url(server.url)}\n"
+        f"  GPU service   {_gpu_service_line()}\n"
+        f"  RETRAIN_HOME  {home}\n"
+        f"  logs          {home / 'logs'}/<process>.log\n"
+        "Ctrl-C stops everything.\n",
+        flush=True,
+    )
+
+
+def _start_and_watch(
+    supervisor: Supervisor, stop: StopRequests, dagster_yaml: Path, workspace: Path
+) -> int:
+    """Start the platform and watch it until a stop is requested or a child fails."""
+    folders = prepare_dagster_home(dagster_yaml)
+    server = _prepare_databases()
+    if not stop.requested:
+        _seed_demo_tenants()
+    env = child_environment(server, folders)  # once: every child gets the same GPU token
+    _say_remote_gpu()
+    for spec in platform_children(workspace):
+        if stop.requested:
+            return 0
+        child = supervisor.start(spec, env)
+        _say(f"started {spec.name} (pid {child.process.pid}, output in {child.log})")
+    for child in supervisor.children:
+        if not supervisor.wait_ready(child, READY_TIMEOUT_SECONDS, lambda: stop.requested):
+            return 0
+    _print_ready(server)
+    while not stop.requested:
+        supervisor.check()
+        time.sleep(WATCH_SECONDS)
+    return 0
+
+
+def run_up() -> int:
+    """Run the platform until Ctrl-C or SIGTERM (exit 0) or a failing child (exit 1).
+
+    Refuses with exit code 2, before starting anything, when a port it needs is taken or another
+    `up` runs for the same RETRAIN_HOME. Returns normally in every case, so the embedded
+    Postgres stops at interpreter exit.
+
+    Raises:
+        FileNotFoundError: dagster.yaml or workspace.yaml is missing from the checkout.
+    """
+    dagster_yaml, workspace = repo_file("dagster.yaml"), repo_file("workspace.yaml")
+    busy = busy_port_messages(needed_ports())
+    if busy:
+        for message in busy:
+            print(f"retrain-assets up: {message}", file=sys.stderr, flush=True)
+        return 2
+    try:
+        home_lock = lock_home(retrain_home())
+    except HomeInUse as err:
+        print(f"retrain-assets up: {err}", file=sys.stderr, flush=True)
+        return 2
+    stop = StopRequests()
+    stop.install()
+    supervisor = Supervisor(retrain_home() / "logs")
+    code = 0
+    try:
+        code = _start_and_watch(supervisor, stop, dagster_yaml, workspace)
+    except ChildFailed as err:
+        print(f"retrain-assets up: {err}", file=sys.stderr, flush=True)
+        code = 1
+    finally:
+        if supervisor.children:
+            reason = f"on {stop.received[0]}" if stop.requested else "after a failure"
+            _say(f"stopping {', '.join(c.spec.name for c in supervisor.children)} {reason}")
+            killed = supervisor.stop_all(STOP_GRACE_SECONDS, lambda: stop.urgent)
+            if killed:
+                _say(f"killed after {STOP_GRACE_SECONDS:.0f} s: {', '.join(killed)}")
+        _say("stopped")
+        home_lock.close()
+    return code

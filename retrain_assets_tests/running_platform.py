@@ -1,0 +1,139 @@
+"""Start the real platform (`retrain-assets up`) for a test and talk to it as the UI does."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil  # pgserver depends on it
+import psycopg2
+import pytest
+import requests
+
+from retrain_assets.store.server import libpq_url, with_database
+
+UP = [str(Path(sys.executable).parent / "retrain-assets"), "up"]
+STARTUP_SECONDS = 120
+STOP_SECONDS = 30
+
+
+def free_port() -> int:
+    """Return a TCP port on loopback that nothing listens on right now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def up_environment(home: Path, port: int) -> dict[str, str]:
+    """Our environment minus anything that would point `up` at another platform."""
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith("RETRAIN_") and key != "DAGSTER_HOME"
+    }
+    env.update(RETRAIN_HOME=str(home), RETRAIN_WEBSERVER_PORT=str(port))
+    return env
+
+
+def graphql(port: int, query: str, variables: dict | None = None) -> dict:
+    """POST a GraphQL query to the webserver, as the UI does; fail on any GraphQL error."""
+    response = requests.post(
+        f"http://127.0.0.1:{port}/graphql",
+        json={"query": query, "variables": variables or {}},
+        timeout=30,
+    )
+    response.raise_for_status()
+    body = response.json()
+    assert "errors" not in body, body
+    return body["data"]
+
+
+def wait_for_line(pattern: str, output: Path, seconds: float = 10) -> re.Match:
+    """Wait until `up`'s output has a line matching `pattern`."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        match = re.search(pattern, output.read_text(), re.MULTILINE)
+        if match:
+            return match
+        time.sleep(0.2)
+    pytest.fail(f"no line matching {pattern!r} in:\n{output.read_text()}")
+
+
+def query_database(server_url: str, purpose: str, sql: str, args: tuple = ()) -> list[tuple]:
+    """Run one query against a platform database (`dagster`, `app`) on the running server."""
+    conn = psycopg2.connect(libpq_url(with_database(server_url, f"retrain_{purpose}")))
+    try:
+        with conn.cursor() as cur:
+            cur.execute(sql, args)
+            return cur.fetchall()
+    finally:
+        conn.close()
+
+
+@dataclass
+class RunningPlatform:
+    """A `retrain-assets up` process and what a test needs to reach it."""
+
+    process: subprocess.Popen
+    port: int
+    home: Path
+    output: Path
+    server_url: str
+
+    def graphql(self, query: str, variables: dict | None = None) -> dict:
+        """Query this platform's webserver."""
+        return graphql(self.port, query, variables)
+
+    def query(self, purpose: str, sql: str, args: tuple = ()) -> list[tuple]:
+        """Query one of this platform's databases."""
+        return query_database(self.server_url, purpose, sql, args)
+
+    def children(self) -> list[psutil.Process]:
+        """Return every process `up` started."""
+        return psutil.Process(self.process.pid).children(recursive=True)
+
+    def stop(self) -> int:
+        """SIGTERM `up` and return its exit code."""
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout=STOP_SECONDS)
+
+
+@contextlib.contextmanager
+def running_platform(tmp_path: Path) -> Iterator[RunningPlatform]:
+    """Start `retrain-assets up` in a fresh RETRAIN_HOME on a free port; kill what is left."""
+    home, port, output = tmp_path / "home", free_port(), tmp_path / "up.out"
+    with output.open("wb") as out:
+        process = subprocess.Popen(
+            UP, env=up_environment(home, port), stdout=out, stderr=subprocess.STDOUT
+        )
+    children: list[psutil.Process] = []
+    try:
+        deadline = time.monotonic() + STARTUP_SECONDS
+        while "ready" not in output.read_text().splitlines():
+            assert process.poll() is None, f"up exited {process.returncode}:\n{output.read_text()}"
+            assert time.monotonic() < deadline, f"up never became ready:\n{output.read_text()}"
+            time.sleep(0.5)
+        server_url = wait_for_line(r"^\s+Postgres\s+(\S+)$", output).group(1)
+        platform = RunningPlatform(process, port, home, output, server_url)
+        children = platform.children()
+        yield platform
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=STOP_SECONDS)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        for child in children:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                child.kill()
