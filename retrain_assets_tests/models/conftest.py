@@ -1,0 +1,56 @@
+"""A world for the model side: published feature snapshots and a real GPU service process."""
+
+import datetime as dt
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from retrain_assets.customers import CUSTOMERS
+from retrain_assets.definitions import FEATURES_JOB, build_definitions
+from retrain_assets.demo.simulate import land_tenant
+from retrain_assets.demo.tenants import TenantSpec
+from retrain_assets.store.migrations import migrate
+from retrain_assets.store.server import ensure_database
+from retrain_assets_tests.gpu.service_process import TOKEN, running_service
+
+START = dt.date(2025, 1, 1)
+DAYS = 50
+TENANTS = (
+    TenantSpec("alpha-us", "US", stores=2, items=4, seed=1),
+    TenantSpec("beta-de", "DE", stores=2, items=3, seed=2),
+)
+
+
+@pytest.fixture
+def model_world(tmp_path: Path, app_db: str, pg_server, monkeypatch: pytest.MonkeyPatch):
+    """Features published for 50 days, a Postgres-backed instance and a GPU service."""
+    home = tmp_path / "home"
+    landing = home / "landing"
+    for spec in TENANTS:
+        land_tenant(str(landing), spec, [START + dt.timedelta(days=i) for i in range(DAYS)])
+    monkeypatch.setenv("RETRAIN_HOME", str(home))
+    monkeypatch.setenv("RETRAIN_APP_PG_URL", app_db)
+    monkeypatch.setenv("RETRAIN_CODE_COMMIT", "test-commit")
+    monkeypatch.delenv("RETRAIN_LANDING_URL", raising=False)
+    monkeypatch.delenv("RETRAIN_STORAGE_URL", raising=False)
+    migrate(app_db)
+    ensure_database(pg_server, "dagster")
+    overrides = {"storage": {"postgres": {"postgres_url": pg_server.database_url("dagster")}}}
+    with (
+        dg.instance_for_test(overrides=overrides) as instance,
+        running_service(pg_url=pg_server.url, home=tmp_path / "gpu-home") as service,
+    ):
+        monkeypatch.setenv("RETRAIN_GPU_URL", service.url)
+        monkeypatch.setenv("RETRAIN_GPU_TOKEN", TOKEN)
+        instance.add_dynamic_partitions(CUSTOMERS.name, [s.name for s in TENANTS])
+        last = (START + dt.timedelta(days=DAYS - 1)).isoformat()
+        result = build_definitions().resolve_job_def(FEATURES_JOB).execute_in_process(
+            instance=instance,
+            tags={
+                "dagster/asset_partition_range_start": START.isoformat(),
+                "dagster/asset_partition_range_end": last,
+            },
+        )
+        assert result.success
+        yield {"instance": instance, "service": service, "db": app_db, "last_day": last}

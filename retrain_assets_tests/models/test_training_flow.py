@@ -1,0 +1,129 @@
+"""Training end to end through the real GPU service: submit, end the run, poll, fetch."""
+
+import time
+
+import dagster as dg
+import pytest
+
+from retrain_assets.automation.gpu_job_poller import gpu_job_poller
+from retrain_assets.definitions import build_definitions
+from retrain_assets.machines.store import history, pointer
+from retrain_assets.models.candidates import CandidateTable
+from retrain_assets.models.model_candidate_asset import model_candidate
+from retrain_assets.models.resources import GpuServiceResource
+from retrain_assets.models.training_job_asset import training_job
+from retrain_assets.settings import storage_root
+from retrain_assets.store.resource import ProjectDatabase
+
+pytestmark = pytest.mark.system
+CUSTOMER = "alpha-us"
+
+
+def train_config(**extra) -> dict:
+    return {"ops": {"training_job": {"config": {
+        "first_day": "2025-01-01", "last_day": "2025-02-19", "holdout_days": 7,
+        "num_boost_round": 40, "checkpoint_every": 10, **extra,
+    }}}}
+
+
+def materialize(instance, selection, run_config, raise_on_error=True):
+    defs = build_definitions()
+    return dg.materialize(
+        [training_job, model_candidate],
+        selection=selection,
+        partition_key=CUSTOMER,
+        run_config=run_config,
+        instance=instance,
+        resources=defs.resources,
+        raise_on_error=raise_on_error,
+    )
+
+
+def tick(instance) -> dg.SensorResult:
+    context = dg.build_sensor_context(
+        instance=instance,
+        resources={"project_db": ProjectDatabase(), "gpu_service": GpuServiceResource()},
+    )
+    return gpu_job_poller(context)
+
+
+def poll_until_requested(instance, seconds: float = 60) -> dg.RunRequest:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        result = tick(instance)
+        if result.run_requests:
+            (request,) = result.run_requests
+            return request
+        time.sleep(0.5)
+    pytest.fail("the poller never requested a candidate")
+
+
+def test_the_run_ends_while_the_job_trains_and_the_poller_fetches_one_candidate(model_world):
+    instance, service, db = model_world["instance"], model_world["service"], model_world["db"]
+    slow = {"faults": {"slow_seconds_per_round": 0.1, "on_attempts": [1]}}
+    submitted = materialize(instance, [training_job], train_config(**slow))
+    meta = submitted.asset_materializations_for_node("training_job")[0].metadata
+    key, job_id = meta["run_key"].value, meta["job_id"].value
+
+    # The Dagster run is over, the GPU job is not: the wait is a row in POLL_JOB.
+    assert all(run.is_finished for run in instance.get_runs())
+    assert pointer(db, "training", CUSTOMER).state == "POLL_JOB"
+    assert service.job(job_id)["status"] in ("queued", "running")
+    assert tick(instance).run_requests == []  # still training: a poll visit, no request
+
+    request = poll_until_requested(instance)
+    assert request.run_key == f"candidate-{key}" and request.partition_key == CUSTOMER
+    assert request.tags["customer"] == CUSTOMER
+    fetched = materialize(instance, [model_candidate], request.run_config)
+    meta = fetched.asset_materializations_for_node("model_candidate")[0].metadata
+    assert meta["sha256"].value == service.call("GET", f"/jobs/{job_id}/artifact").json()["sha256"]
+    assert pointer(db, "training", CUSTOMER).state == "DONE"
+
+    # Asked again (a retried run, the same key requested twice): still one job, one candidate.
+    again = materialize(instance, [training_job], train_config(**slow))
+    assert again.asset_materializations_for_node("training_job")[0].metadata[
+        "run_key"
+    ].value == key
+    materialize(instance, [model_candidate], request.run_config)
+    assert CandidateTable(db, storage_root()).count_for(key) == 1
+    assert service.client().find(key).id == job_id
+    assert len(service.job(job_id)["runs"]) == 1  # trained once
+
+
+def test_a_submission_that_always_fails_stops_after_three_attempts(model_world, monkeypatch):
+    from retrain_assets_tests.gpu.service_process import free_port
+
+    monkeypatch.setenv("RETRAIN_GPU_URL", f"http://127.0.0.1:{free_port()}")  # nobody there
+    result = materialize(model_world["instance"], [training_job], train_config(),
+                         raise_on_error=False)
+    assert not result.success
+    error = result.get_step_failure_events()[0].step_failure_data.error.to_string()
+    assert "max retries reached" in error
+    rows = history(model_world["db"], "training", CUSTOMER)
+    submits = [row for row in rows if row.state == "SUBMIT_JOB" and row.note != "not run"]
+    assert len(submits) == 3 and all("Connection" in (row.error or "") for row in submits)
+    final = pointer(model_world["db"], "training", CUSTOMER)
+    assert final.state == "FAILED" and final.reason.startswith("max retries reached")
+
+
+def test_a_failed_download_costs_a_download_not_a_retrain(model_world):
+    instance, service, db = model_world["instance"], model_world["service"], model_world["db"]
+    submitted = materialize(instance, [training_job], train_config())
+    meta = submitted.asset_materializations_for_node("training_job")[0].metadata
+    key, job_id = meta["run_key"].value, meta["job_id"].value
+    request = poll_until_requested(instance)
+
+    model = service.data_dir / "jobs" / job_id / "model.txt"
+    original = model.read_bytes()
+    model.write_bytes(original + b"\ncorrupted in transit")
+    broken = materialize(instance, [model_candidate], request.run_config, raise_on_error=False)
+    assert not broken.success
+    error = broken.get_step_failure_events()[0].step_failure_data.error.to_string()
+    assert "sha256" in error
+    assert CandidateTable(db, storage_root()).get(key) is None  # nothing half-registered
+
+    model.write_bytes(original)
+    materialize(instance, [model_candidate], request.run_config)
+    assert CandidateTable(db, storage_root()).count_for(key) == 1
+    job = service.job(job_id)
+    assert job["attempt"] == 1 and len(job["runs"]) == 1  # no second training
