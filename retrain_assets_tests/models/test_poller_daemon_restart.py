@@ -1,0 +1,125 @@
+"""The real dagster-daemon killed while a customer waits in POLL_JOB, then started again."""
+
+import datetime as dt
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from retrain_assets.customers import CUSTOMERS
+from retrain_assets.definitions import FEATURES_JOB, build_definitions
+from retrain_assets.demo.simulate import land_tenant
+from retrain_assets.machines.store import history, pointer
+from retrain_assets.models.candidates import CandidateTable
+from retrain_assets.models.training_job_asset import training_job
+from retrain_assets.runtime.environment import child_environment, prepare_dagster_home, repo_file
+from retrain_assets.settings import storage_root
+from retrain_assets.store.migrations import migrate
+from retrain_assets.store.server import ensure_database
+from retrain_assets_tests.gpu.service_process import TOKEN, running_service
+from retrain_assets_tests.models.conftest import START, TENANTS
+
+pytestmark = pytest.mark.system
+CUSTOMER = TENANTS[0].name
+DAEMON = str(Path(sys.executable).parent / "dagster-daemon")
+
+
+def start_daemon(log: Path) -> subprocess.Popen:
+    """Start dagster-daemon on the repository's workspace, in its own process group."""
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [DAEMON, "run", "-w", str(repo_file("workspace.yaml"))],
+            env=dict(os.environ), stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+
+
+def poll_visits(db: str) -> int:
+    return sum(1 for row in history(db, "training", CUSTOMER) if row.state == "POLL_JOB")
+
+
+def wait_until(condition, seconds: float, what: str, log: Path) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            tail = log.read_text()[-4000:]
+            pytest.fail(f"{what} did not happen in {seconds} s; daemon log:\n{tail}")
+        time.sleep(0.5)
+
+
+def test_a_killed_daemon_resumes_the_wait_and_fetches_exactly_one_candidate(
+    tmp_path, pg_server, app_db, monkeypatch
+):
+    home = tmp_path / "home"
+    monkeypatch.setenv("RETRAIN_HOME", str(home))
+    monkeypatch.setenv("RETRAIN_PG_URL", pg_server.url)
+    monkeypatch.setenv("RETRAIN_POLL_INTERVAL_SECONDS", "2")
+    monkeypatch.setenv("RETRAIN_CODE_COMMIT", "test-commit")
+    for name in ("RETRAIN_LANDING_URL", "RETRAIN_STORAGE_URL", "RETRAIN_APP_PG_URL"):
+        monkeypatch.delenv(name, raising=False)
+    ensure_database(pg_server, "dagster")
+    migrate(app_db)
+    with running_service(pg_url=pg_server.url, home=tmp_path / "gpu-home") as service:
+        monkeypatch.setenv("RETRAIN_GPU_URL", service.url)
+        monkeypatch.setenv("RETRAIN_GPU_TOKEN", TOKEN)
+        folders = prepare_dagster_home(repo_file("dagster.yaml"))
+        for key, value in child_environment(pg_server, folders).items():
+            monkeypatch.setenv(key, value)
+        for spec in TENANTS:
+            days = [START + dt.timedelta(days=i) for i in range(45)]
+            land_tenant(str(home / "landing"), spec, days)
+
+        with dg.DagsterInstance.get() as instance:
+            instance.add_dynamic_partitions(CUSTOMERS.name, [s.name for s in TENANTS])
+            features = build_definitions().resolve_job_def(FEATURES_JOB).execute_in_process(
+                instance=instance,
+                tags={"dagster/asset_partition_range_start": "2025-01-01",
+                      "dagster/asset_partition_range_end": "2025-02-14"},
+            )
+            assert features.success
+            config = {"ops": {"training_job": {"config": {
+                "first_day": "2025-01-01", "last_day": "2025-02-14", "num_boost_round": 40,
+                "checkpoint_every": 10,
+                "faults": {"slow_seconds_per_round": 0.3, "on_attempts": [1]},
+            }}}}
+            submitted = dg.materialize(
+                [training_job], partition_key=CUSTOMER, run_config=config, instance=instance,
+                resources=build_definitions().resources,
+            )
+            key = submitted.asset_materializations_for_node("training_job")[0].metadata[
+                "run_key"
+            ].value
+            db = os.environ["RETRAIN_APP_PG_URL"]
+            before = poll_visits(db)
+
+            log = tmp_path / "daemon.log"
+            daemon = start_daemon(log)
+            try:
+                wait_until(lambda: poll_visits(db) > before, 90, "a poll by the daemon", log)
+                os.killpg(daemon.pid, signal.SIGKILL)
+                daemon.wait()
+                assert pointer(db, "training", CUSTOMER).state == "POLL_JOB"
+                daemon = start_daemon(log)
+                wait_until(
+                    lambda: pointer(db, "training", CUSTOMER).state == "DONE", 180,
+                    "the candidate fetched by a daemon-launched run", log,
+                )
+            finally:
+                if daemon.poll() is None:
+                    os.killpg(daemon.pid, signal.SIGTERM)
+                    daemon.wait(timeout=60)
+
+            candidate_runs = [
+                run for run in instance.get_runs()
+                if run.asset_selection and {k.to_user_string() for k in run.asset_selection}
+                == {"model_candidate"}
+            ]
+            assert len(candidate_runs) == 1
+            assert candidate_runs[0].tags["customer"] == CUSTOMER
+            assert CandidateTable(db, storage_root()).count_for(key) == 1
+            job = service.client().find(key)
+            assert job is not None and len(service.job(job.id)["runs"]) == 1
