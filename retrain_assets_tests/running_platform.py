@@ -33,14 +33,21 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def up_environment(home: Path, port: int) -> dict[str, str]:
-    """Our environment minus anything that would point `up` at another platform."""
+def up_environment(home: Path, port: int, gpu_port: int | None = None) -> dict[str, str]:
+    """Our environment minus anything that would point `up` at another platform.
+
+    The GPU service `up` starts gets a free port too (unless given one), never a real :8765.
+    """
     env = {
         key: value
         for key, value in os.environ.items()
         if not key.startswith("RETRAIN_") and key != "DAGSTER_HOME"
     }
-    env.update(RETRAIN_HOME=str(home), RETRAIN_WEBSERVER_PORT=str(port))
+    env.update(
+        RETRAIN_HOME=str(home),
+        RETRAIN_WEBSERVER_PORT=str(port),
+        RETRAIN_GPU_PORT=str(gpu_port if gpu_port is not None else free_port()),
+    )
     return env
 
 
@@ -100,6 +107,19 @@ class RunningPlatform:
     def children(self) -> list[psutil.Process]:
         """Return every process `up` started."""
         return psutil.Process(self.process.pid).children(recursive=True)
+
+    def gpu_url(self) -> str:
+        """Return the URL of the GPU service, as `up` printed it in its ready block."""
+        return wait_for_line(r"^\s+GPU service\s+(\S+)", self.output).group(1)
+
+    def gpu_token(self) -> str:
+        """Return the bearer token `up` gave its children (random unless RETRAIN_GPU_TOKEN)."""
+        for child in psutil.Process(self.process.pid).children():
+            with contextlib.suppress(psutil.NoSuchProcess):
+                token = child.environ().get("RETRAIN_GPU_TOKEN")
+                if token:
+                    return token
+        pytest.fail("no child of `up` has RETRAIN_GPU_TOKEN")
 
     def stop(self) -> int:
         """SIGTERM `up` and return its exit code."""

@@ -1,4 +1,4 @@
-"""`retrain-assets up` end to end: embedded Postgres, dagster-webserver, dagster-daemon."""
+"""`retrain-assets up` end to end: embedded Postgres, the GPU service, the Dagster processes."""
 
 import contextlib
 import os
@@ -15,14 +15,14 @@ import psycopg2
 import pytest
 import requests
 
+from retrain_assets.runtime import environment, up
 from retrain_assets.runtime.ports import port_problem
 from retrain_assets.store.server import libpq_url, with_database
-
-pytestmark = pytest.mark.system
 
 UP = [str(Path(sys.executable).parent / "retrain-assets"), "up"]
 STARTUP_SECONDS = 120
 STOP_SECONDS = 30
+GPU_TOKEN = "test-up-gpu-token"
 
 
 def running(processes: list[psutil.Process]) -> list[int]:
@@ -43,15 +43,31 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def up_environment(home: Path, port: int) -> dict[str, str]:
-    """Our environment minus anything that would point `up` at another platform."""
+def up_environment(home: Path, port: int, gpu_port: int | None = None) -> dict[str, str]:
+    """Our environment minus anything that would point `up` at another platform.
+
+    The GPU service gets a free port too (unless given one), never a real service's :8765.
+    """
     env = {
         key: value
         for key, value in os.environ.items()
         if not key.startswith("RETRAIN_") and key != "DAGSTER_HOME"
     }
-    env.update(RETRAIN_HOME=str(home), RETRAIN_WEBSERVER_PORT=str(port))
+    env.update(
+        RETRAIN_HOME=str(home),
+        RETRAIN_WEBSERVER_PORT=str(port),
+        RETRAIN_GPU_PORT=str(gpu_port if gpu_port is not None else free_port()),
+    )
     return env
+
+
+def started_by_up(up: subprocess.Popen, name: str) -> psutil.Process:
+    """Return the process `up` started whose executable is `name` (a script run by Python)."""
+    for child in psutil.Process(up.pid).children():
+        with contextlib.suppress(psutil.NoSuchProcess):
+            if any(Path(part).name == name for part in child.cmdline()[:2]):
+                return child
+    pytest.fail(f"`up` started no {name}")
 
 
 def graphql(port: int, query: str) -> dict:
@@ -93,12 +109,13 @@ def dagster_tables(server_url: str) -> set[str]:
         conn.close()
 
 
+@pytest.mark.system
 def test_up_serves_dagster_on_postgres_and_stops_cleanly_on_sigterm(tmp_path):
-    home, port, output = tmp_path / "home", free_port(), tmp_path / "up.out"
+    home, port, gpu_port = tmp_path / "home", free_port(), free_port()
+    output = tmp_path / "up.out"
+    env = up_environment(home, port, gpu_port) | {"RETRAIN_GPU_TOKEN": GPU_TOKEN}
     with output.open("wb") as out:
-        up = subprocess.Popen(
-            UP, env=up_environment(home, port), stdout=out, stderr=subprocess.STDOUT
-        )
+        up = subprocess.Popen(UP, env=env, stdout=out, stderr=subprocess.STDOUT)
     children: list[psutil.Process] = []
     try:
         wait_for_graphql(up, port, output)
@@ -106,6 +123,23 @@ def test_up_serves_dagster_on_postgres_and_stops_cleanly_on_sigterm(tmp_path):
         children = psutil.Process(up.pid).children(recursive=True)
         names = " ".join(" ".join(child.cmdline()) for child in children)
         assert "dagster-webserver" in names and "dagster-daemon" in names
+        assert "gpu-service" in names
+
+        gpu_url = f"http://127.0.0.1:{gpu_port}"
+        assert wait_for_line(r"^\s+GPU service\s+(\S+)$", output).group(1) == gpu_url
+        health = requests.get(f"{gpu_url}/healthz", timeout=10)
+        assert health.status_code == 200 and health.json()["status"] == "ok", health.text
+        assert requests.get(f"{gpu_url}/jobs/x", timeout=10).status_code == 401
+        wrong = {"Authorization": "Bearer dev-token"}
+        assert requests.get(f"{gpu_url}/jobs/x", headers=wrong, timeout=10).status_code == 401
+        right = {"Authorization": f"Bearer {GPU_TOKEN}"}
+        assert requests.get(f"{gpu_url}/jobs/x", headers=right, timeout=10).status_code == 404
+        gpu_service = started_by_up(up, "retrain-assets")
+        assert gpu_service.cmdline()[2] == "gpu-service"
+        for name in ("dagster-webserver", "dagster-daemon"):  # the clients of the service
+            child_env = started_by_up(up, name).environ()
+            assert child_env["RETRAIN_GPU_URL"] == gpu_url
+            assert child_env["RETRAIN_GPU_TOKEN"] == GPU_TOKEN
 
         info = graphql(port, "{ instance { info } }")["instance"]["info"]
         assert "PostgresRunStorage" in info and "PostgresEventLogStorage" in info
@@ -127,7 +161,9 @@ def test_up_serves_dagster_on_postgres_and_stops_cleanly_on_sigterm(tmp_path):
         up.send_signal(signal.SIGTERM)
         assert up.wait(timeout=STOP_SECONDS) == 0, output.read_text()
         assert running(children) == []
+        assert running([gpu_service]) == []
         assert port_problem("127.0.0.1", port) is None
+        assert port_problem("127.0.0.1", gpu_port) is None
         assert not (home / "pg" / "postmaster.pid").exists()  # embedded Postgres stopped
     finally:  # after a failure: let `up` stop its children, then kill whatever is left
         if up.poll() is None:
@@ -143,22 +179,68 @@ def test_up_serves_dagster_on_postgres_and_stops_cleanly_on_sigterm(tmp_path):
                 child.kill()
 
 
-def test_up_refuses_a_taken_port_before_starting_anything(tmp_path):
+@pytest.mark.system
+@pytest.mark.parametrize(
+    ("setting", "needed_by"),
+    [("RETRAIN_WEBSERVER_PORT", "dagster-webserver"), ("RETRAIN_GPU_PORT", "gpu-service")],
+)
+def test_up_refuses_a_taken_port_before_starting_anything(tmp_path, setting, needed_by):
     home = tmp_path / "home"
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
+        env = up_environment(home, free_port(), free_port()) | {setting: str(port)}
         started = time.monotonic()
-        result = subprocess.run(
-            UP,
-            env=up_environment(home, port),
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
+        result = subprocess.run(UP, env=env, capture_output=True, text=True, timeout=30)
     assert result.returncode == 2, result.stdout + result.stderr
-    assert f"port {port} on 127.0.0.1 is in use" in result.stderr
-    assert "RETRAIN_WEBSERVER_PORT" in result.stderr
+    assert f"port {port} on 127.0.0.1 is in use (needed by {needed_by}" in result.stderr
+    assert f"set {setting} or stop the other process" in result.stderr
+    assert result.stderr.count("is in use") == 1  # the other port was free
     assert time.monotonic() - started < 15
     assert not home.exists()  # no Postgres, no DAGSTER_HOME, no logs
+
+
+def test_up_runs_the_gpu_service_first_with_its_settings(monkeypatch, tmp_path):
+    for name in ("RETRAIN_GPU_URL", "RETRAIN_GPU_SLOTS", "RETRAIN_GPU_ALLOW_FAULTS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("RETRAIN_GPU_PORT", "18765")
+    assert [need.setting for need in up.needed_ports()] == [
+        "RETRAIN_WEBSERVER_PORT",
+        "RETRAIN_GPU_PORT",
+    ]
+    first, *rest = up.platform_children(tmp_path / "workspace.yaml")
+    assert [spec.name for spec in rest] == ["dagster-webserver", "dagster-daemon"]
+    assert first.name == "gpu-service"
+    assert first.argv[0].endswith("/retrain-assets")
+    assert " ".join(first.argv[1:]) == "gpu-service --host 127.0.0.1 --port 18765 --slots 2"
+    assert first.ready_url == "http://127.0.0.1:18765/healthz"
+
+    monkeypatch.setenv("RETRAIN_GPU_SLOTS", "3")
+    monkeypatch.setenv("RETRAIN_GPU_ALLOW_FAULTS", "true")
+    assert up.platform_children(tmp_path / "workspace.yaml")[0].argv[-3:] == (
+        "--slots",
+        "3",
+        "--allow-faults",
+    )
+
+
+def test_up_leaves_a_remote_gpu_service_alone(monkeypatch, tmp_path):
+    monkeypatch.setenv("RETRAIN_GPU_URL", "https://gpu.example.com")
+    assert [need.name for need in up.needed_ports()] == ["dagster-webserver"]
+    children = up.platform_children(tmp_path / "workspace.yaml")
+    assert [spec.name for spec in children] == ["dagster-webserver", "dagster-daemon"]
+
+
+def test_children_share_a_random_gpu_token_unless_one_is_set(monkeypatch):
+    monkeypatch.delenv("RETRAIN_GPU_URL", raising=False)
+    monkeypatch.delenv("RETRAIN_GPU_TOKEN", raising=False)
+    first, second = environment.children_gpu_token(), environment.children_gpu_token()
+    assert first != second and len(first) >= 32 and "dev-token" not in (first, second)
+
+    monkeypatch.setenv("RETRAIN_GPU_TOKEN", "chosen")
+    assert environment.children_gpu_token() == "chosen"
+
+    monkeypatch.delenv("RETRAIN_GPU_TOKEN")
+    monkeypatch.setenv("RETRAIN_GPU_URL", "https://gpu.example.com")
+    assert environment.children_gpu_token() == "dev-token"  # a remote service cannot know ours

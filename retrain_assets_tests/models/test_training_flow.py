@@ -3,11 +3,12 @@
 import time
 
 import dagster as dg
+import psutil
 import pytest
 
 from retrain_assets.automation.gpu_job_poller import gpu_job_poller
 from retrain_assets.definitions import build_definitions
-from retrain_assets.machines.store import history, pointer
+from retrain_assets.machines.store import history, pointer, pointers_in_state
 from retrain_assets.models.candidates import CandidateTable
 from retrain_assets.models.model_candidate_asset import model_candidate
 from retrain_assets.models.resources import GpuServiceResource
@@ -26,12 +27,12 @@ def train_config(**extra) -> dict:
     }}}}
 
 
-def materialize(instance, selection, run_config, raise_on_error=True):
+def materialize(instance, selection, run_config, raise_on_error=True, customer=CUSTOMER):
     defs = build_definitions()
     return dg.materialize(
         [training_job, model_candidate],
         selection=selection,
-        partition_key=CUSTOMER,
+        partition_key=customer,
         run_config=run_config,
         instance=instance,
         resources=defs.resources,
@@ -47,13 +48,13 @@ def tick(instance) -> dg.SensorResult:
     return gpu_job_poller(context)
 
 
-def poll_until_requested(instance, seconds: float = 60) -> dg.RunRequest:
+def poll_until_requested(instance, seconds: float = 60, customer=CUSTOMER) -> dg.RunRequest:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         result = tick(instance)
-        if result.run_requests:
-            (request,) = result.run_requests
-            return request
+        for request in result.run_requests:
+            if request.partition_key == customer:
+                return request
         time.sleep(0.5)
     pytest.fail("the poller never requested a candidate")
 
@@ -65,13 +66,23 @@ def test_the_run_ends_while_the_job_trains_and_the_poller_fetches_one_candidate(
     meta = submitted.asset_materializations_for_node("training_job")[0].metadata
     key, job_id = meta["run_key"].value, meta["job_id"].value
 
-    # The Dagster run is over, the GPU job is not: the wait is a row in POLL_JOB.
+    other = materialize(instance, [training_job], train_config(**slow), customer="beta-de")
+    assert other.success
+
+    # The Dagster runs are over, the GPU jobs are not: each wait is a row in POLL_JOB, and no
+    # process of ours is held for it.
     assert all(run.is_finished for run in instance.get_runs())
-    assert pointer(db, "training", CUSTOMER).state == "POLL_JOB"
+    service_tree = {service.process.pid} | {
+        c.pid for c in psutil.Process(service.process.pid).children(recursive=True)
+    }
+    assert [c for c in psutil.Process().children(recursive=True) if c.pid not in service_tree] == []
+    assert {p.customer for p in pointers_in_state(db, "training", "POLL_JOB")} == {
+        CUSTOMER, "beta-de"
+    }
     assert service.job(job_id)["status"] in ("queued", "running")
     assert tick(instance).run_requests == []  # still training: a poll visit, no request
 
-    request = poll_until_requested(instance)
+    request = poll_until_requested(instance, customer=CUSTOMER)
     assert request.run_key == f"candidate-{key}" and request.partition_key == CUSTOMER
     assert request.tags["customer"] == CUSTOMER
     fetched = materialize(instance, [model_candidate], request.run_config)
