@@ -13,12 +13,31 @@ from upath import UPath
 
 from retrain_assets.features.parquet_store import ParquetPartitionStore
 from retrain_assets.models.snapshot_ref import SnapshotRef
+from retrain_assets.settings import storage_root
 
 MODEL_FEATURES = [
     "lag_7", "lag_14", "lag_28", "rolling_mean_7", "rolling_mean_28",
     "day_of_week", "is_holiday", "on_promo", "price",
 ]
 LABEL = "units_sold"
+
+
+def export_folder(customer: str, run_key: str) -> str:
+    """Return where a run key's exported rows live (the gate reads the holdout from here)."""
+    return f"{storage_root()}/training_exports/{customer}/{run_key}"
+
+
+def read_holdout(customer: str, run_key: str) -> pd.DataFrame:
+    """Return the holdout rows exported for a run key.
+
+    Raises:
+        FileNotFoundError: the run key was never exported.
+    """
+    path = UPath(export_folder(customer, run_key)) / "holdout.parquet"
+    if not path.exists():
+        raise FileNotFoundError(f"no holdout exported for run {run_key} of {customer} at {path}")
+    with path.open("rb") as handle:
+        return pd.read_parquet(handle)
 
 
 @dataclass(frozen=True)

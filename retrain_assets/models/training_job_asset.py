@@ -15,11 +15,10 @@ from retrain_assets.features.feature_math import FEATURE_VERSION
 from retrain_assets.features.parquet_store import PartitionStorage
 from retrain_assets.machines.engine import advance
 from retrain_assets.machines.training import JOB_ID, start_training, training_machine
-from retrain_assets.models.export import LABEL, MODEL_FEATURES, export_customer
+from retrain_assets.models.export import LABEL, MODEL_FEATURES, export_customer, export_folder
 from retrain_assets.models.resources import GpuServiceResource, training_services
 from retrain_assets.models.run_key import code_commit, run_key
 from retrain_assets.models.snapshot_ref import resolve_snapshot
-from retrain_assets.settings import storage_root
 from retrain_assets.store.resource import ProjectDatabase
 
 
@@ -94,7 +93,7 @@ def training_job(
     key = run_key(ref.sha, FEATURE_VERSION, config.training_config(), code_commit())
     exported = export_customer(
         partition_storage.store(), customer, ref, config.holdout_days,
-        f"{storage_root()}/training_exports/{customer}/{key}",
+        export_folder(customer, key),
     )
     spec = {
         "customer": customer,

@@ -1,0 +1,74 @@
+"""The evaluation gate's computation: candidate and champion scored now, on the same holdout.
+
+Kept apart from Dagster so the rule is testable on its own; `beats_champion` (the blocking
+asset check) and `registered_model` (which refuses without a recorded pass) both use it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import lightgbm
+import numpy as np
+import pandas as pd
+
+from retrain_assets.models.export import LABEL, MODEL_FEATURES
+from retrain_assets.models.scoring import InvalidForecast, Verdict, judge, seasonal_naive, wape
+
+Predict = Callable[[pd.DataFrame], np.ndarray]
+
+
+@dataclass(frozen=True)
+class Champion:
+    """The model in production, as something that forecasts now."""
+
+    label: str  # e.g. "demand_forecast.acme v3"
+    predict: Predict
+
+
+@dataclass(frozen=True)
+class GateOutcome:
+    """The verdict and what the UI shows next to it."""
+
+    verdict: Verdict
+    metadata: dict[str, object]
+
+
+def lightgbm_predictor(model_file: str) -> Predict:
+    """Return a forecaster from a LightGBM text model file."""
+    booster = lightgbm.Booster(model_file=model_file)
+    return lambda frame: booster.predict(frame[MODEL_FEATURES])
+
+
+def evaluate(
+    holdout: pd.DataFrame, candidate: Predict, champion: Champion | None, margin: float
+) -> GateOutcome:
+    """Score both sides on `holdout` and judge; an unscorable candidate fails the gate."""
+    actual = holdout[LABEL].to_numpy(dtype=float)
+    if champion is None:
+        reference, reference_forecast = "seasonal naive (same weekday last week)", (
+            seasonal_naive(holdout)
+        )
+    else:
+        reference, reference_forecast = champion.label, champion.predict(holdout)
+    reference_wape = wape(actual, reference_forecast)
+    try:
+        candidate_wape = wape(actual, candidate(holdout))
+    except InvalidForecast as err:
+        verdict = Verdict(False, float("nan"), reference_wape, reference, margin,
+                          f"candidate forecasts cannot be scored: {err}")
+    else:
+        verdict = judge(candidate_wape, reference_wape, reference, margin)
+    days = holdout["date"]
+    metadata: dict[str, object] = {
+        "candidate_wape": verdict.candidate_wape,
+        "reference_wape": verdict.reference_wape,
+        "reference": reference,
+        "champion_version": champion.label if champion else "none (seasonal naive)",
+        "margin": margin,
+        "holdout_window": f"{days.min().date()} .. {days.max().date()}",
+        "rows_scored": len(holdout),
+        "reason": verdict.reason,
+    }
+    return GateOutcome(verdict, metadata)
