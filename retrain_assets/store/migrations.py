@@ -110,15 +110,24 @@ MIGRATIONS: list[str] = [
 _LOCK_ID = 7_231_001  # pg_advisory_xact_lock key: one migrator at a time
 
 
-def migrate(url: str) -> int:
-    """Apply pending migrations under an advisory lock; return the schema version."""
+def apply_migrations(url: str, migrations: list[str], lock_id: int) -> int:
+    """Apply the pending entries of `migrations` under an advisory lock; return the version.
+
+    Shared by every database the project owns (its own tables, the GPU service's), each with
+    its own list and lock key.
+    """
     with transaction(url) as cur:
-        cur.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_ID,))
+        cur.execute("SELECT pg_advisory_xact_lock(%s)", (lock_id,))
         cur.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY)")
         cur.execute("SELECT coalesce(max(version), 0) FROM schema_migrations")
         current = cur.fetchone()[0]
-        for version, statement in enumerate(MIGRATIONS, start=1):
+        for version, statement in enumerate(migrations, start=1):
             if version > current:
                 cur.execute(statement)
                 cur.execute("INSERT INTO schema_migrations (version) VALUES (%s)", (version,))
-    return len(MIGRATIONS)
+    return len(migrations)
+
+
+def migrate(url: str) -> int:
+    """Bring the project's own tables up to date; return the schema version."""
+    return apply_migrations(url, MIGRATIONS, _LOCK_ID)

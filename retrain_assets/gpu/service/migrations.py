@@ -7,7 +7,7 @@ machine with its data and nothing in `retrain_app` would notice.
 
 from __future__ import annotations
 
-from retrain_assets.store.database import transaction
+from retrain_assets.store.migrations import apply_migrations
 
 MIGRATIONS: list[str] = [
     # 1: jobs (one row per idempotency key) and runs (one row per worker process that ran one).
@@ -61,14 +61,5 @@ _LOCK_ID = 7_231_101  # pg_advisory_xact_lock key: one migrator at a time
 
 
 def migrate(url: str) -> int:
-    """Apply pending migrations under an advisory lock; return the schema version."""
-    with transaction(url) as cur:
-        cur.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_ID,))
-        cur.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY)")
-        cur.execute("SELECT coalesce(max(version), 0) FROM schema_migrations")
-        current = cur.fetchone()[0]
-        for version, statement in enumerate(MIGRATIONS, start=1):
-            if version > current:
-                cur.execute(statement)
-                cur.execute("INSERT INTO schema_migrations (version) VALUES (%s)", (version,))
-    return len(MIGRATIONS)
+    """Bring the GPU service's tables up to date; return the schema version."""
+    return apply_migrations(url, MIGRATIONS, _LOCK_ID)
