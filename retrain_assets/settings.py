@@ -86,3 +86,22 @@ def gpu_allow_faults() -> bool:
     or `true`); a production service must refuse such specs.
     """
     return os.environ.get("RETRAIN_GPU_ALLOW_FAULTS", "").strip().lower() in {"1", "true"}
+
+
+def mlflow_port() -> int:
+    """Return the port of the MLflow tracking server `up` starts (default 5000, MLflow's own)."""
+    return int(os.environ.get("RETRAIN_MLFLOW_PORT", "5000"))
+
+
+def mlflow_tracking_uri() -> str:
+    """Return where the platform reaches MLflow's tracking server and model registry.
+
+    `$MLFLOW_TRACKING_URI` when set (a server someone else runs: `up` then starts no local
+    one), else the local server `up` starts on loopback at `mlflow_port()`.
+    """
+    return os.environ.get("MLFLOW_TRACKING_URI") or f"http://127.0.0.1:{mlflow_port()}"
+
+
+def mlflow_artifacts_root() -> Path:
+    """Return where the local MLflow server `up` starts keeps artifacts (models, plots)."""
+    return retrain_home() / "mlflow-artifacts"

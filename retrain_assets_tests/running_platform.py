@@ -48,6 +48,8 @@ def up_environment(home: Path, port: int, gpu_port: int | None = None) -> dict[s
         RETRAIN_WEBSERVER_PORT=str(port),
         RETRAIN_GPU_PORT=str(gpu_port if gpu_port is not None else free_port()),
     )
+    env.pop("MLFLOW_TRACKING_URI", None)  # `up` starts its own MLflow server...
+    env["RETRAIN_MLFLOW_PORT"] = str(free_port())  # ...on a free port, never a real :5000
     return env
 
 
@@ -111,6 +113,10 @@ class RunningPlatform:
     def gpu_url(self) -> str:
         """Return the URL of the GPU service, as `up` printed it in its ready block."""
         return wait_for_line(r"^\s+GPU service\s+(\S+)", self.output).group(1)
+
+    def mlflow_url(self) -> str:
+        """Return the MLflow tracking URI, as `up` printed it in its ready block."""
+        return wait_for_line(r"^\s+MLflow\s+(\S+)", self.output).group(1)
 
     def gpu_token(self) -> str:
         """Return the bearer token `up` gave its children (random unless RETRAIN_GPU_TOKEN)."""

@@ -17,7 +17,7 @@ import requests
 
 from retrain_assets.runtime import environment, up
 from retrain_assets.runtime.ports import port_problem
-from retrain_assets.store.server import libpq_url, with_database
+from retrain_assets.store.server import PostgresServer, libpq_url, with_database
 
 UP = [str(Path(sys.executable).parent / "retrain-assets"), "up"]
 STARTUP_SECONDS = 120
@@ -43,20 +43,23 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def up_environment(home: Path, port: int, gpu_port: int | None = None) -> dict[str, str]:
+def up_environment(
+    home: Path, port: int, gpu_port: int | None = None, mlflow_port: int | None = None
+) -> dict[str, str]:
     """Our environment minus anything that would point `up` at another platform.
 
-    The GPU service gets a free port too (unless given one), never a real service's :8765.
+    The GPU service and MLflow get free ports too (unless given), never a real :8765 or :5000.
     """
     env = {
         key: value
         for key, value in os.environ.items()
-        if not key.startswith("RETRAIN_") and key != "DAGSTER_HOME"
+        if not key.startswith(("RETRAIN_", "MLFLOW_")) and key != "DAGSTER_HOME"
     }
     env.update(
         RETRAIN_HOME=str(home),
         RETRAIN_WEBSERVER_PORT=str(port),
         RETRAIN_GPU_PORT=str(gpu_port if gpu_port is not None else free_port()),
+        RETRAIN_MLFLOW_PORT=str(mlflow_port if mlflow_port is not None else free_port()),
     )
     return env
 
@@ -111,9 +114,9 @@ def dagster_tables(server_url: str) -> set[str]:
 
 @pytest.mark.system
 def test_up_serves_dagster_on_postgres_and_stops_cleanly_on_sigterm(tmp_path):
-    home, port, gpu_port = tmp_path / "home", free_port(), free_port()
+    home, port, gpu_port, mlflow_port = tmp_path / "home", free_port(), free_port(), free_port()
     output = tmp_path / "up.out"
-    env = up_environment(home, port, gpu_port) | {"RETRAIN_GPU_TOKEN": GPU_TOKEN}
+    env = up_environment(home, port, gpu_port, mlflow_port) | {"RETRAIN_GPU_TOKEN": GPU_TOKEN}
     with output.open("wb") as out:
         up = subprocess.Popen(UP, env=env, stdout=out, stderr=subprocess.STDOUT)
     children: list[psutil.Process] = []
@@ -123,9 +126,9 @@ def test_up_serves_dagster_on_postgres_and_stops_cleanly_on_sigterm(tmp_path):
         children = psutil.Process(up.pid).children(recursive=True)
         names = " ".join(" ".join(child.cmdline()) for child in children)
         assert "dagster-webserver" in names and "dagster-daemon" in names
-        assert "gpu-service" in names
+        assert "gpu-service" in names and "mlflow server" in names
 
-        gpu_url = f"http://127.0.0.1:{gpu_port}"
+        gpu_url, mlflow_url = f"http://127.0.0.1:{gpu_port}", f"http://127.0.0.1:{mlflow_port}"
         assert wait_for_line(r"^\s+GPU service\s+(\S+)$", output).group(1) == gpu_url
         health = requests.get(f"{gpu_url}/healthz", timeout=10)
         assert health.status_code == 200 and health.json()["status"] == "ok", health.text
@@ -140,6 +143,15 @@ def test_up_serves_dagster_on_postgres_and_stops_cleanly_on_sigterm(tmp_path):
             child_env = started_by_up(up, name).environ()
             assert child_env["RETRAIN_GPU_URL"] == gpu_url
             assert child_env["RETRAIN_GPU_TOKEN"] == GPU_TOKEN
+            assert child_env["MLFLOW_TRACKING_URI"] == mlflow_url
+
+        assert wait_for_line(r"^\s+MLflow\s+(\S+)$", output).group(1) == mlflow_url
+        assert requests.get(f"{mlflow_url}/health", timeout=10).text == "OK"
+        experiments = requests.post(
+            f"{mlflow_url}/api/2.0/mlflow/experiments/search", json={"max_results": 10}, timeout=10
+        )
+        assert experiments.status_code == 200, experiments.text  # its Postgres schema exists
+        mlflow_server = started_by_up(up, "mlflow")
 
         info = graphql(port, "{ instance { info } }")["instance"]["info"]
         assert "PostgresRunStorage" in info and "PostgresEventLogStorage" in info
@@ -161,9 +173,10 @@ def test_up_serves_dagster_on_postgres_and_stops_cleanly_on_sigterm(tmp_path):
         up.send_signal(signal.SIGTERM)
         assert up.wait(timeout=STOP_SECONDS) == 0, output.read_text()
         assert running(children) == []
-        assert running([gpu_service]) == []
+        assert running([gpu_service, mlflow_server]) == []
         assert port_problem("127.0.0.1", port) is None
         assert port_problem("127.0.0.1", gpu_port) is None
+        assert port_problem("127.0.0.1", mlflow_port) is None
         assert not (home / "pg" / "postmaster.pid").exists()  # embedded Postgres stopped
     finally:  # after a failure: let `up` stop its children, then kill whatever is left
         if up.poll() is None:
@@ -182,7 +195,11 @@ def test_up_serves_dagster_on_postgres_and_stops_cleanly_on_sigterm(tmp_path):
 @pytest.mark.system
 @pytest.mark.parametrize(
     ("setting", "needed_by"),
-    [("RETRAIN_WEBSERVER_PORT", "dagster-webserver"), ("RETRAIN_GPU_PORT", "gpu-service")],
+    [
+        ("RETRAIN_WEBSERVER_PORT", "dagster-webserver"),
+        ("RETRAIN_GPU_PORT", "gpu-service"),
+        ("RETRAIN_MLFLOW_PORT", "mlflow"),
+    ],
 )
 def test_up_refuses_a_taken_port_before_starting_anything(tmp_path, setting, needed_by):
     home = tmp_path / "home"
@@ -201,16 +218,22 @@ def test_up_refuses_a_taken_port_before_starting_anything(tmp_path, setting, nee
     assert not home.exists()  # no Postgres, no DAGSTER_HOME, no logs
 
 
+BACKEND = "postgresql+psycopg2://postgres:@/retrain_mlflow?host=/tmp/pg"
+
+
 def test_up_runs_the_gpu_service_first_with_its_settings(monkeypatch, tmp_path):
     for name in ("RETRAIN_GPU_URL", "RETRAIN_GPU_SLOTS", "RETRAIN_GPU_ALLOW_FAULTS"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     monkeypatch.setenv("RETRAIN_GPU_PORT", "18765")
+    monkeypatch.setenv("RETRAIN_HOME", str(tmp_path / "home"))
     assert [need.setting for need in up.needed_ports()] == [
         "RETRAIN_WEBSERVER_PORT",
         "RETRAIN_GPU_PORT",
+        "RETRAIN_MLFLOW_PORT",
     ]
-    first, *rest = up.platform_children(tmp_path / "workspace.yaml")
-    assert [spec.name for spec in rest] == ["dagster-webserver", "dagster-daemon"]
+    first, *rest = up.platform_children(tmp_path / "workspace.yaml", BACKEND)
+    assert [spec.name for spec in rest] == ["mlflow", "dagster-webserver", "dagster-daemon"]
     assert first.name == "gpu-service"
     assert first.argv[0].endswith("/retrain-assets")
     assert " ".join(first.argv[1:]) == "gpu-service --host 127.0.0.1 --port 18765 --slots 2"
@@ -218,7 +241,7 @@ def test_up_runs_the_gpu_service_first_with_its_settings(monkeypatch, tmp_path):
 
     monkeypatch.setenv("RETRAIN_GPU_SLOTS", "3")
     monkeypatch.setenv("RETRAIN_GPU_ALLOW_FAULTS", "true")
-    assert up.platform_children(tmp_path / "workspace.yaml")[0].argv[-3:] == (
+    assert up.platform_children(tmp_path / "workspace.yaml", BACKEND)[0].argv[-3:] == (
         "--slots",
         "3",
         "--allow-faults",
@@ -227,9 +250,42 @@ def test_up_runs_the_gpu_service_first_with_its_settings(monkeypatch, tmp_path):
 
 def test_up_leaves_a_remote_gpu_service_alone(monkeypatch, tmp_path):
     monkeypatch.setenv("RETRAIN_GPU_URL", "https://gpu.example.com")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "https://mlflow.example.com")
     assert [need.name for need in up.needed_ports()] == ["dagster-webserver"]
-    children = up.platform_children(tmp_path / "workspace.yaml")
+    children = up.platform_children(tmp_path / "workspace.yaml", BACKEND)
     assert [spec.name for spec in children] == ["dagster-webserver", "dagster-daemon"]
+
+
+def test_up_runs_mlflow_on_postgres_with_served_artifacts(monkeypatch, tmp_path):
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.setenv("RETRAIN_GPU_URL", "https://gpu.example.com")
+    monkeypatch.setenv("RETRAIN_MLFLOW_PORT", "15000")
+    monkeypatch.setenv("RETRAIN_HOME", str(tmp_path / "home"))
+    spec = up.platform_children(tmp_path / "workspace.yaml", BACKEND)[0]
+    assert spec.name == "mlflow" and spec.argv[0].endswith("/mlflow")
+    artifacts = tmp_path / "home" / "mlflow-artifacts"
+    assert " ".join(spec.argv[1:]) == (
+        f"server --host 127.0.0.1 --port 15000 --backend-store-uri {BACKEND} "
+        f"--artifacts-destination {artifacts} --serve-artifacts --workers 1"
+    )
+    assert spec.ready_url == "http://127.0.0.1:15000/health"
+    assert artifacts.is_dir()
+
+
+def test_children_reach_mlflow_at_the_tracking_uri(monkeypatch, tmp_path):
+    folders = environment.DagsterFolders(tmp_path, tmp_path, tmp_path)
+    server = PostgresServer(
+        url="postgresql+psycopg2://postgres:@/postgres?host=/tmp/pg", embedded=True
+    )
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.setenv("RETRAIN_MLFLOW_PORT", "15000")
+    env = environment.child_environment(server, folders)
+    assert env["MLFLOW_TRACKING_URI"] == "http://127.0.0.1:15000"
+    assert env["MLFLOW_SERVER_ENABLE_JOB_EXECUTION"] == "false"  # no huey consumer processes
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "https://mlflow.example.com")
+    env = environment.child_environment(server, folders)
+    assert env["MLFLOW_TRACKING_URI"] == "https://mlflow.example.com"
 
 
 def test_children_share_a_random_gpu_token_unless_one_is_set(monkeypatch):

@@ -2,8 +2,8 @@
 
 The children attach to the Postgres server `up` started (RETRAIN_PG_URL) instead of each
 starting one, and find every path as an absolute variable, so they behave the same whatever
-directory they are started from. They also share the GPU service's URL and bearer token: the
-service `up` starts accepts exactly the token its clients send.
+directory they are started from. They also share the GPU service's URL and bearer token (the
+service `up` starts accepts exactly the token its clients send) and MLflow's tracking URI.
 """
 
 from __future__ import annotations
@@ -18,7 +18,13 @@ from pathlib import Path
 from sqlalchemy.engine import make_url
 
 import retrain_assets
-from retrain_assets.settings import dagster_home, gpu_service_url, gpu_token, retrain_home
+from retrain_assets.settings import (
+    dagster_home,
+    gpu_service_url,
+    gpu_token,
+    mlflow_tracking_uri,
+    retrain_home,
+)
 from retrain_assets.store.server import PostgresServer
 
 
@@ -76,6 +82,15 @@ def remote_gpu_url() -> str | None:
     return os.environ.get("RETRAIN_GPU_URL") or None
 
 
+def remote_mlflow_uri() -> str | None:
+    """Return `$MLFLOW_TRACKING_URI` when the user points the platform at an MLflow server.
+
+    Set, it names a server someone else runs, so `up` neither starts the local MLflow server
+    nor checks its port.
+    """
+    return os.environ.get("MLFLOW_TRACKING_URI") or None
+
+
 def children_gpu_token() -> str:
     """Return the bearer token the children of one `up` share with its GPU service.
 
@@ -97,6 +112,9 @@ def child_environment(
     every child the same result, so the GPU service and its clients agree.
     """
     env = dict(os.environ if base is None else base)
+    # Only `mlflow server` reads it: without it the server forks a job runner and seven huey
+    # consumers for GenAI jobs this platform never submits.
+    env.setdefault("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")
     env.update(
         {
             "DAGSTER_HOME": str(folders.home),
@@ -108,6 +126,7 @@ def child_environment(
             "RETRAIN_DAGSTER_COMPUTE_LOGS_DIR": str(folders.compute_logs),
             "RETRAIN_GPU_URL": gpu_service_url(),
             "RETRAIN_GPU_TOKEN": children_gpu_token(),
+            "MLFLOW_TRACKING_URI": mlflow_tracking_uri(),
             "PYTHONUNBUFFERED": "1",  # their log files show each line as it happens
         }
     )

@@ -2,7 +2,7 @@
 
 The order matters: ports are checked before anything starts, the databases exist before a
 process connects to them, the demo tenants have landed before the sensors first look, and the
-GPU service starts before the Dagster processes whose sensors call it.
+GPU service and the MLflow tracking server start before the Dagster processes that call them.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from retrain_assets.runtime.environment import (
     prepare_dagster_home,
     redact_url,
     remote_gpu_url,
+    remote_mlflow_uri,
     repo_file,
 )
 from retrain_assets.runtime.lock import HomeInUse, lock_home
@@ -31,6 +32,9 @@ from retrain_assets.settings import (
     gpu_service_url,
     gpu_slots,
     landing_root,
+    mlflow_artifacts_root,
+    mlflow_port,
+    mlflow_tracking_uri,
     retrain_home,
     webserver_port,
 )
@@ -45,11 +49,14 @@ WATCH_SECONDS = 0.5
 def needed_ports() -> list[PortNeed]:
     """Return the ports the platform listens on; a new process adds its line here.
 
-    The GPU service's port only counts when `up` starts that service (RETRAIN_GPU_URL unset).
+    The GPU service's port only counts when `up` starts that service (RETRAIN_GPU_URL unset),
+    MLflow's only when `up` starts the local tracking server (MLFLOW_TRACKING_URI unset).
     """
     needs = [PortNeed("dagster-webserver", webserver_port(), "RETRAIN_WEBSERVER_PORT")]
     if remote_gpu_url() is None:
         needs.append(PortNeed("gpu-service", gpu_service_port(), "RETRAIN_GPU_PORT"))
+    if remote_mlflow_uri() is None:
+        needs.append(PortNeed("mlflow", mlflow_port(), "RETRAIN_MLFLOW_PORT"))
     return needs
 
 
@@ -65,18 +72,40 @@ def gpu_service_child(bin_dir: Path) -> ChildSpec:
     )
 
 
-def platform_children(workspace: Path) -> list[ChildSpec]:
+def mlflow_child(bin_dir: Path, backend_store_uri: str) -> ChildSpec:
+    """Return the local MLflow tracking server and model registry, on loopback.
+
+    Runs and registered models live in `backend_store_uri` (the `mlflow` database on the
+    platform's Postgres); the server itself stores and serves the artifacts under
+    `$RETRAIN_HOME/mlflow-artifacts`, so clients need no access to that folder. One worker is
+    plenty for a handful of Dagster runs.
+    """
+    port = str(mlflow_port())
+    artifacts = mlflow_artifacts_root()
+    artifacts.mkdir(parents=True, exist_ok=True)
+    argv = [str(bin_dir / "mlflow"), "server", "--host", LOOPBACK, "--port", port]
+    argv += ["--backend-store-uri", backend_store_uri, "--artifacts-destination", str(artifacts)]
+    argv += ["--serve-artifacts", "--workers", "1"]
+    return ChildSpec(name="mlflow", argv=tuple(argv), ready_url=f"http://{LOOPBACK}:{port}/health")
+
+
+def platform_children(workspace: Path, mlflow_backend_uri: str) -> list[ChildSpec]:
     """Return the processes `up` runs, in start order; a new process adds its spec here.
 
     The GPU service comes first, unless RETRAIN_GPU_URL names one elsewhere: the daemon's
-    sensors call it. The executables are the ones installed next to this interpreter, so the
-    children run in the same environment as `up` whatever PATH says.
+    sensors call it. The MLflow server (backed by `mlflow_backend_uri`) comes next, unless
+    MLFLOW_TRACKING_URI names one elsewhere: the model assets call it. The executables are
+    the ones installed next to this interpreter, so the children run in the same environment
+    as `up` whatever PATH says.
     """
     bin_dir = Path(sys.executable).parent
     port, workspace_arg = str(webserver_port()), ("-w", str(workspace))
     gpu = [gpu_service_child(bin_dir)] if remote_gpu_url() is None else []
+    local_mlflow = remote_mlflow_uri() is None
+    mlflow = [mlflow_child(bin_dir, mlflow_backend_uri)] if local_mlflow else []
     return [
         *gpu,
+        *mlflow,
         ChildSpec(
             name="dagster-webserver",
             argv=(str(bin_dir / "dagster-webserver"), "-h", LOOPBACK, "-p", port, *workspace_arg),
@@ -94,14 +123,22 @@ def _say(message: str) -> None:
 
 
 def _prepare_databases() -> PostgresServer:
-    """Start (or attach to) Postgres and bring the Dagster and project databases up to date."""
+    """Start (or attach to) Postgres and bring the Dagster and project databases up to date.
+
+    The local MLflow server's database is created here too (MLflow migrates its own schema
+    when it starts); with MLFLOW_TRACKING_URI set there is no local server and no database.
+    """
     server = start_server()
     ensure_database(server, "dagster")
     version = migrate(ensure_database(server, "app"))
+    mlflow = ""
+    if remote_mlflow_uri() is None:
+        ensure_database(server, "mlflow")
+        mlflow = f", {database_name('mlflow')}"
     kind = "embedded" if server.embedded else "RETRAIN_PG_URL"
     _say(
         f"Postgres ready ({kind}): databases {database_name('dagster')}, "
-        f"{database_name('app')} (schema version {version})"
+        f"{database_name('app')} (schema version {version}){mlflow}"
     )
     return server
 
@@ -120,6 +157,11 @@ def _gpu_service_line() -> str:
     return f"{remote} (RETRAIN_GPU_URL)" if remote else gpu_service_url()
 
 
+def _mlflow_line() -> str:
+    remote = remote_mlflow_uri()
+    return f"{remote} (MLFLOW_TRACKING_URI)" if remote else mlflow_tracking_uri()
+
+
 def _say_remote_gpu() -> None:
     remote = remote_gpu_url()
     if remote is None:
@@ -127,6 +169,12 @@ def _say_remote_gpu() -> None:
     _say(f"using the GPU service at RETRAIN_GPU_URL {remote}; not starting the local one")
     if not os.environ.get("RETRAIN_GPU_TOKEN"):
         _say("RETRAIN_GPU_TOKEN is not set: the clients send the development token")
+
+
+def _say_remote_mlflow() -> None:
+    remote = remote_mlflow_uri()
+    if remote is not None:
+        _say(f"using the MLflow server at MLFLOW_TRACKING_URI {remote}; not starting a local one")
 
 
 def _print_ready(server: PostgresServer) -> None:
@@ -138,6 +186,7 @@ def _print_ready(server: PostgresServer) -> None:
         f"  GraphQL       {base}/graphql\n"
         f"  Postgres      {redact_url(server.url)}\n"
         f"  GPU service   {_gpu_service_line()}\n"
+        f"  MLflow        {_mlflow_line()}\n"
         f"  RETRAIN_HOME  {home}\n"
         f"  logs          {home / 'logs'}/<process>.log\n"
         "Ctrl-C stops everything.\n",
@@ -155,7 +204,8 @@ def _start_and_watch(
         _seed_demo_tenants()
     env = child_environment(server, folders)  # once: every child gets the same GPU token
     _say_remote_gpu()
-    for spec in platform_children(workspace):
+    _say_remote_mlflow()
+    for spec in platform_children(workspace, server.database_url("mlflow")):
         if stop.requested:
             return 0
         child = supervisor.start(spec, env)

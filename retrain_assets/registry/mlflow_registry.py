@@ -1,0 +1,381 @@
+"""MLflow as the model registry: one run per run key, one registered version per run key.
+
+The run key (see `retrain_assets.models.run_key`) is the identity of a training run all over the
+platform; here it is the `run_key` tag of the MLflow run and of the registered model version.
+Every write first looks the run key up, so a retried Dagster run (or step) finds what an
+earlier attempt made instead of making a second one; `audit()` reports any run key that still
+ended up with two runs or two versions (a race between replicas, or a hand-made run).
+
+Names: experiment `demand_forecast/<customer>`, registered model `demand_forecast.<customer>`,
+the logged model `model` in the run, aliases `challenger` (the latest registered candidate) and
+`champion` (the deployed one, set by the evaluation gate).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, TypeVar
+
+import lightgbm
+import mlflow
+import mlflow.lightgbm
+import pandas as pd
+from mlflow.entities import LoggedModelStatus, Metric
+from mlflow.exceptions import MlflowException
+from mlflow.models import infer_signature
+from mlflow.tracking import MlflowClient
+from mlflow.tracking._tracking_service.utils import _use_tracking_uri
+
+EXPERIMENT_PREFIX = "demand_forecast/"
+MODEL_PREFIX = "demand_forecast."
+RUN_KEY_TAG = "run_key"
+CUSTOMER_TAG = "customer"
+LOGGED_MODEL_NAME = "model"
+PLOT_FOLDER = "plots"
+CHALLENGER = "challenger"
+CHAMPION = "champion"
+_PAGE = 1000
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A run key that has more than one MLflow run, or more than one registered version."""
+
+    run_key: str
+    duplicated: Literal["runs", "versions"]
+    where: str
+    ids: tuple[str, ...]
+
+    @property
+    def message(self) -> str:
+        """Say which run key is duplicated, what, where, and the ids to clean up."""
+        what = "MLflow runs" if self.duplicated == "runs" else "registered versions"
+        place = "experiment" if self.duplicated == "runs" else "model"
+        return (
+            f"run key {self.run_key} has {len(self.ids)} {what} in {place} {self.where}: "
+            f"{', '.join(self.ids)}"
+        )
+
+
+def experiment_name(customer: str) -> str:
+    """Return the MLflow experiment of a customer's candidate runs."""
+    return f"{EXPERIMENT_PREFIX}{customer}"
+
+
+def model_name(customer: str) -> str:
+    """Return the registered model of a customer's candidates."""
+    return f"{MODEL_PREFIX}{customer}"
+
+
+def _quoted(value: str) -> str:
+    """Return `value` as a filter-string literal; refuse quotes instead of escaping them."""
+    if "'" in value or '"' in value:
+        raise ValueError(f"refusing a quote in an MLflow filter value: {value!r}")
+    return f"'{value}'"
+
+
+@contextlib.contextmanager
+def _process_tracking_uri(uri: str) -> Iterator[None]:
+    """Point MLflow's process-wide tracking URI at `uri` for a block, then put it back.
+
+    MLflow's own `_use_tracking_uri` restores its module variable but, when that was unset,
+    also deletes the MLFLOW_TRACKING_URI environment variable (`up` sets it for every child),
+    so the variable is saved and restored here as well.
+    """
+    saved = os.environ.get("MLFLOW_TRACKING_URI")
+    try:
+        with _use_tracking_uri(uri):
+            yield
+    finally:
+        if saved is not None:
+            os.environ["MLFLOW_TRACKING_URI"] = saved
+
+
+def _all_pages(search: Callable[[str | None], list[_T]]) -> Iterator[_T]:
+    """Yield every item of a paged MLflow search (`search(page_token)` returns a PagedList)."""
+    token: str | None = None
+    while True:
+        page = search(token)
+        yield from page
+        token = getattr(page, "token", None)
+        if not token:
+            return
+
+
+class MlflowRegistry:
+    """Candidate runs, logged models and registered versions on one MLflow tracking server."""
+
+    def __init__(self, tracking_uri: str) -> None:
+        """Talk to the server at `tracking_uri` (no process-wide MLflow state is changed)."""
+        self.tracking_uri = tracking_uri
+        self.client = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
+
+    # -- runs ---------------------------------------------------------------------------------
+
+    def experiment_id(self, customer: str) -> str:
+        """Return the id of the customer's experiment, creating it on first use."""
+        name = experiment_name(customer)
+        found = self.client.get_experiment_by_name(name)
+        if found is not None:
+            return found.experiment_id
+        try:
+            return self.client.create_experiment(name, tags={CUSTOMER_TAG: customer})
+        except MlflowException:  # another process created it between our look-up and create
+            found = self.client.get_experiment_by_name(name)
+            if found is None:
+                raise
+            return found.experiment_id
+
+    def runs_of(self, customer: str, run_key: str) -> list[mlflow.entities.Run]:
+        """Return the active runs tagged with this run key, oldest first."""
+        experiment = self.experiment_id(customer)
+        runs = _all_pages(
+            lambda token: self.client.search_runs(
+                [experiment],
+                filter_string=f"tags.{RUN_KEY_TAG} = {_quoted(run_key)}",
+                max_results=_PAGE,
+                page_token=token,
+            )
+        )
+        return sorted(runs, key=lambda run: (run.info.start_time, run.info.run_id))
+
+    def candidate_run(
+        self, customer: str, run_key: str, tags: Mapping[str, str] | None = None
+    ) -> str:
+        """Return the id of the run key's MLflow run, creating it (with `tags`) if it has none.
+
+        The run is tagged `customer` and `run_key`, plus `tags` (snapshot_id, decision_id...)
+        when it is created; an existing run is returned unchanged. Should two callers race and
+        both create one, each re-reads the runs and the younger run is deleted, so both return
+        the oldest.
+        """
+        existing = self.runs_of(customer, run_key)
+        if existing:
+            return existing[0].info.run_id
+        all_tags = {**(tags or {}), CUSTOMER_TAG: customer, RUN_KEY_TAG: run_key}
+        created = self.client.create_run(
+            self.experiment_id(customer), tags=all_tags, run_name=f"{customer}-{run_key}"
+        )
+        self.client.set_terminated(created.info.run_id)  # a record, not a running process
+        oldest = self.runs_of(customer, run_key)[0].info.run_id
+        if oldest != created.info.run_id:
+            self.client.delete_run(created.info.run_id)
+        return oldest
+
+    # -- models -------------------------------------------------------------------------------
+
+    def logged_model_id(self, run_id: str) -> str | None:
+        """Return the id of the model `log_candidate` logged in this run (READY), if any."""
+        ready = self._logged_models(run_id, LoggedModelStatus.READY)
+        return ready[0].model_id if ready else None
+
+    def _logged_models(
+        self, run_id: str, status: LoggedModelStatus
+    ) -> list[mlflow.entities.LoggedModel]:
+        # Not `status = 'READY'` in the filter: on Postgres MLflow 3.17 compares the string to
+        # the integer column and the server answers 400; the few models of a run are filtered
+        # here instead.
+        run = self.client.get_run(run_id)
+        found = self.client.search_logged_models(
+            experiment_ids=[run.info.experiment_id],
+            filter_string=(
+                f"source_run_id = {_quoted(run_id)} AND name = {_quoted(LOGGED_MODEL_NAME)}"
+            ),
+            order_by=[{"field_name": "creation_timestamp", "ascending": True}],
+        )
+        return [model for model in found if model.status == status]
+
+    def log_candidate(
+        self,
+        run_id: str,
+        model_path: Path | str,
+        metrics: Mapping[str, float],
+        signature_example: pd.DataFrame,
+        plot_png: bytes | None = None,
+    ) -> str:
+        """Log a LightGBM text model, its metrics and plot into the run; return the model id.
+
+        The model is logged as the MLflow model `model`, with an input signature inferred from
+        `signature_example` (a few rows of the features it predicts from). A run that already
+        has its model returns that model's id and logs nothing: the model is logged last, so
+        its presence means the metrics and the plot are there too. A retry after a failure in
+        the middle logs the metrics again (same values) and reuses an unfinished model record.
+        """
+        done = self.logged_model_id(run_id)
+        if done is not None:
+            return done
+        booster = lightgbm.Booster(model_file=str(model_path))
+        now = int(time.time() * 1000)
+        self.client.log_batch(
+            run_id,
+            metrics=[Metric(name, float(value), now, 0) for name, value in metrics.items()],
+        )
+        if plot_png is not None:
+            with tempfile.TemporaryDirectory() as folder:
+                plot = Path(folder) / "forecast.png"
+                plot.write_bytes(plot_png)
+                self.client.log_artifact(run_id, str(plot), artifact_path=PLOT_FOLDER)
+        pending = self._logged_models(run_id, LoggedModelStatus.PENDING)
+        if pending:
+            model_id = pending[0].model_id
+        else:
+            experiment = self.client.get_run(run_id).info.experiment_id
+            model_id = self.client.create_logged_model(
+                experiment, name=LOGGED_MODEL_NAME, source_run_id=run_id
+            ).model_id
+        # mlflow.lightgbm.log_model has no client argument: it reads the process-wide tracking
+        # URI, so it is pointed at ours for this call only and restored afterwards.
+        with _process_tracking_uri(self.tracking_uri):
+            mlflow.lightgbm.log_model(
+                booster,
+                name=LOGGED_MODEL_NAME,
+                signature=infer_signature(signature_example),
+                # the flavor's pinned lightgbm: inferring the requirements instead loads the
+                # model in a subprocess and scans every installed package (15-25 s a model)
+                pip_requirements=mlflow.lightgbm.get_default_pip_requirements(),
+                model_id=model_id,
+                run_id=run_id,
+            )
+        return model_id
+
+    # -- registry -----------------------------------------------------------------------------
+
+    def _ensure_registered_model(self, name: str, customer: str) -> None:
+        with contextlib.suppress(MlflowException):  # it exists already (or was just created)
+            self.client.create_registered_model(name, tags={CUSTOMER_TAG: customer})
+        self.client.get_registered_model(name)  # raises if the create failed for another reason
+
+    def versions_of(
+        self, customer: str, run_key: str
+    ) -> list[mlflow.entities.model_registry.ModelVersion]:
+        """Return the registered versions tagged with this run key, lowest version first.
+
+        Each is read again by number: version search leaves `aliases` empty.
+        """
+        name = model_name(customer)
+        found = self.client.search_model_versions(
+            f"name = {_quoted(name)} AND tags.{RUN_KEY_TAG} = {_quoted(run_key)}"
+        )
+        numbers = sorted(int(version.version) for version in found)
+        return [self.client.get_model_version(name, str(number)) for number in numbers]
+
+    def register(self, customer: str, run_key: str, run_id: str) -> str:
+        """Register the run's logged model as a version of `demand_forecast.<customer>`.
+
+        Returns the version number. A run key that has a version already returns it: a
+        version is created once per run key, tagged `run_key`, and the alias `challenger` is
+        set to it. A retry after a crash between the two finds the version without any alias
+        and sets `challenger` if no later version exists. Should two callers race, the higher
+        version is deleted and both return the lower.
+
+        Raises:
+            ValueError: the run has no logged model (call `log_candidate` first).
+        """
+        name = model_name(customer)
+        self._ensure_registered_model(name, customer)
+        existing = self.versions_of(customer, run_key)
+        if existing:
+            version = existing[0]
+            if not version.aliases and self._latest_version(name) == int(version.version):
+                self.client.set_registered_model_alias(name, CHALLENGER, version.version)
+            return version.version
+        model_id = self.logged_model_id(run_id)
+        if model_id is None:
+            raise ValueError(f"run {run_id} has no logged model: log_candidate before register")
+        created = self.client.create_model_version(
+            name,
+            source=f"models:/{model_id}",
+            run_id=run_id,
+            tags={RUN_KEY_TAG: run_key, CUSTOMER_TAG: customer},
+            model_id=model_id,
+        )
+        lowest = self.versions_of(customer, run_key)[0].version
+        if lowest != created.version:
+            self.client.delete_model_version(name, created.version)
+            return lowest
+        self.client.set_registered_model_alias(name, CHALLENGER, created.version)
+        return created.version
+
+    def _latest_version(self, name: str) -> int:
+        versions = self.client.search_model_versions(f"name = {_quoted(name)}")
+        return max((int(version.version) for version in versions), default=0)
+
+    def champion(self, customer: str) -> tuple[str, str] | None:
+        """Return the `champion` version of the customer's model and a URI pinned to it.
+
+        None when the customer has no registered model or no champion yet. The URI names the
+        version (`models:/demand_forecast.<customer>/<version>`), not the alias, so a promotion
+        between this call and loading the model cannot change what is loaded.
+        """
+        name = model_name(customer)
+        try:
+            model = self.client.get_registered_model(name)
+        except MlflowException as err:
+            if err.error_code == "RESOURCE_DOES_NOT_EXIST":
+                return None
+            raise
+        # read from the model, not get_model_version_by_alias: a missing alias is a generic
+        # INVALID_PARAMETER_VALUE there, not to be told apart from a real error
+        version = model.aliases.get(CHAMPION)
+        if version is None:
+            return None
+        return str(version), f"models:/{name}/{version}"
+
+    # -- audit --------------------------------------------------------------------------------
+
+    def audit(self) -> list[Problem]:
+        """Return every run key with more than one MLflow run or registered version.
+
+        Looks at all experiments `demand_forecast/*` (active runs) and all registered models
+        `demand_forecast.*`.
+        """
+        problems: list[Problem] = []
+        experiments = self.client.search_experiments(
+            filter_string=f"name LIKE {_quoted(EXPERIMENT_PREFIX + '%')}"
+        )
+        for experiment in experiments:
+            runs = _all_pages(
+                lambda token, eid=experiment.experiment_id: self.client.search_runs(
+                    [eid], max_results=_PAGE, page_token=token
+                )
+            )
+            problems += _duplicates(
+                ((run.data.tags.get(RUN_KEY_TAG), run.info.run_id) for run in runs),
+                "runs",
+                experiment.name,
+            )
+        models = _all_pages(
+            lambda token: self.client.search_registered_models(
+                filter_string=f"name LIKE {_quoted(MODEL_PREFIX + '%')}", page_token=token
+            )
+        )
+        for model in models:
+            versions = self.client.search_model_versions(f"name = {_quoted(model.name)}")
+            problems += _duplicates(
+                ((version.tags.get(RUN_KEY_TAG), version.version) for version in versions),
+                "versions",
+                model.name,
+            )
+        return problems
+
+
+def _duplicates(
+    keyed: Iterable[tuple[str | None, str]], duplicated: Literal["runs", "versions"], where: str
+) -> list[Problem]:
+    by_key: dict[str, list[str]] = defaultdict(list)
+    for run_key, item in keyed:
+        if run_key:
+            by_key[run_key].append(item)
+    return [
+        Problem(run_key, duplicated, where, tuple(sorted(ids, key=lambda i: (len(i), i))))
+        for run_key, ids in sorted(by_key.items())
+        if len(ids) > 1
+    ]
