@@ -33,24 +33,37 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def up_environment(home: Path, port: int, gpu_port: int | None = None) -> dict[str, str]:
+def up_environment(
+    home: Path, port: int, gpu_port: int | None = None, mlflow_port: int | None = None
+) -> dict[str, str]:
     """Our environment minus anything that would point `up` at another platform.
 
-    The GPU service `up` starts gets a free port too (unless given one), never a real :8765.
+    The GPU service and MLflow get free ports too (unless given), never a real :8765 or :5000.
     """
     env = {
         key: value
         for key, value in os.environ.items()
-        if not key.startswith("RETRAIN_") and key != "DAGSTER_HOME"
+        if not key.startswith(("RETRAIN_", "MLFLOW_")) and key != "DAGSTER_HOME"
     }
     env.update(
         RETRAIN_HOME=str(home),
         RETRAIN_WEBSERVER_PORT=str(port),
         RETRAIN_GPU_PORT=str(gpu_port if gpu_port is not None else free_port()),
+        RETRAIN_MLFLOW_PORT=str(mlflow_port if mlflow_port is not None else free_port()),
     )
-    env.pop("MLFLOW_TRACKING_URI", None)  # `up` starts its own MLflow server...
-    env["RETRAIN_MLFLOW_PORT"] = str(free_port())  # ...on a free port, never a real :5000
     return env
+
+
+def running(processes: list[psutil.Process]) -> list[int]:
+    """Return the pids still running (an exited orphan may be a zombie until init reaps it)."""
+    alive = []
+    for process in processes:
+        try:
+            if process.is_running() and process.status() != psutil.STATUS_ZOMBIE:
+                alive.append(process.pid)
+        except psutil.NoSuchProcess:
+            continue
+    return alive
 
 
 def graphql(port: int, query: str, variables: dict | None = None) -> dict:

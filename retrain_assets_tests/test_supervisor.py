@@ -6,18 +6,7 @@ import psutil
 import pytest
 
 from retrain_assets.runtime.supervisor import ChildFailed, ChildSpec, Supervisor
-
-
-def running(processes: list[psutil.Process]) -> list[int]:
-    """Return the pids still running (an exited orphan may be a zombie until init reaps it)."""
-    alive = []
-    for process in processes:
-        try:
-            if process.is_running() and process.status() != psutil.STATUS_ZOMBIE:
-                alive.append(process.pid)
-        except psutil.NoSuchProcess:
-            continue
-    return alive
+from retrain_assets_tests.running_platform import running
 
 
 def python(code: str) -> tuple[str, ...]:

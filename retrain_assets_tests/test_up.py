@@ -1,12 +1,9 @@
 """`retrain-assets up` end to end: embedded Postgres, the GPU service, the Dagster processes."""
 
 import contextlib
-import os
-import re
 import signal
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -18,50 +15,18 @@ import requests
 from retrain_assets.runtime import environment, up
 from retrain_assets.runtime.ports import port_problem
 from retrain_assets.store.server import PostgresServer, libpq_url, with_database
+from retrain_assets_tests.running_platform import (
+    STARTUP_SECONDS,
+    STOP_SECONDS,
+    UP,
+    free_port,
+    graphql,
+    running,
+    up_environment,
+    wait_for_line,
+)
 
-UP = [str(Path(sys.executable).parent / "retrain-assets"), "up"]
-STARTUP_SECONDS = 120
-STOP_SECONDS = 30
 GPU_TOKEN = "test-up-gpu-token"
-
-
-def running(processes: list[psutil.Process]) -> list[int]:
-    """Return the pids still running (an exited orphan may be a zombie until init reaps it)."""
-    alive = []
-    for process in processes:
-        try:
-            if process.is_running() and process.status() != psutil.STATUS_ZOMBIE:
-                alive.append(process.pid)
-        except psutil.NoSuchProcess:
-            continue
-    return alive
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def up_environment(
-    home: Path, port: int, gpu_port: int | None = None, mlflow_port: int | None = None
-) -> dict[str, str]:
-    """Our environment minus anything that would point `up` at another platform.
-
-    The GPU service and MLflow get free ports too (unless given), never a real :8765 or :5000.
-    """
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith(("RETRAIN_", "MLFLOW_")) and key != "DAGSTER_HOME"
-    }
-    env.update(
-        RETRAIN_HOME=str(home),
-        RETRAIN_WEBSERVER_PORT=str(port),
-        RETRAIN_GPU_PORT=str(gpu_port if gpu_port is not None else free_port()),
-        RETRAIN_MLFLOW_PORT=str(mlflow_port if mlflow_port is not None else free_port()),
-    )
-    return env
 
 
 def started_by_up(up: subprocess.Popen, name: str) -> psutil.Process:
@@ -73,14 +38,6 @@ def started_by_up(up: subprocess.Popen, name: str) -> psutil.Process:
     pytest.fail(f"`up` started no {name}")
 
 
-def graphql(port: int, query: str) -> dict:
-    response = requests.post(f"http://127.0.0.1:{port}/graphql", json={"query": query}, timeout=10)
-    response.raise_for_status()
-    body = response.json()
-    assert "errors" not in body, body
-    return body["data"]
-
-
 def wait_for_graphql(up: subprocess.Popen, port: int, output: Path) -> None:
     deadline = time.monotonic() + STARTUP_SECONDS
     while time.monotonic() < deadline:
@@ -90,16 +47,6 @@ def wait_for_graphql(up: subprocess.Popen, port: int, output: Path) -> None:
                 return
         time.sleep(0.5)
     pytest.fail(f"GraphQL never answered on port {port}:\n{output.read_text()}")
-
-
-def wait_for_line(pattern: str, output: Path, seconds: float = 10) -> re.Match:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        match = re.search(pattern, output.read_text(), re.MULTILINE)
-        if match:
-            return match
-        time.sleep(0.2)
-    pytest.fail(f"no line matching {pattern!r} in:\n{output.read_text()}")
 
 
 def dagster_tables(server_url: str) -> set[str]:
