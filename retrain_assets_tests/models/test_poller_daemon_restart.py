@@ -1,5 +1,6 @@
 """The real dagster-daemon killed while a customer waits in POLL_JOB, then started again."""
 
+import contextlib
 import datetime as dt
 import os
 import signal
@@ -36,6 +37,17 @@ def start_daemon(log: Path) -> subprocess.Popen:
             [DAEMON, "run", "-w", str(repo_file("workspace.yaml"))],
             env=dict(os.environ), stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
         )
+
+
+def stop_daemon(daemon: subprocess.Popen) -> None:
+    """SIGTERM the daemon, then SIGKILL whatever is left of its group (its code server)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(daemon.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        daemon.wait(timeout=30)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(daemon.pid, signal.SIGKILL)
+    daemon.wait()
 
 
 def poll_visits(db: str) -> int:
@@ -109,9 +121,7 @@ def test_a_killed_daemon_resumes_the_wait_and_fetches_exactly_one_candidate(
                     "the candidate fetched by a daemon-launched run", log,
                 )
             finally:
-                if daemon.poll() is None:
-                    os.killpg(daemon.pid, signal.SIGTERM)
-                    daemon.wait(timeout=60)
+                stop_daemon(daemon)
 
             candidate_runs = [
                 run for run in instance.get_runs()
