@@ -7,7 +7,8 @@ blocker job that keeps the only slot busy, then N customers `c00001`... each sta
 `start_training` and advanced once, so each waits in POLL_JOB on a real, queued remote job.
 Then the sensor is evaluated three times (`build_sensor_context` with an ephemeral instance)
 and its pieces are timed separately: the pointers query, the batched status calls, and the
-advance loop (plus the same loop with one reused connection, the fix it points at).
+advance loop, plus the same loop on one reused connection and a set-based prototype of the
+fix (chunks of customers, one transaction each, bulk history insert and pointer update).
 
 Part 2, at N=100: what waiting costs in this design (Dagster runs, processes, Postgres rows)
 next to K real processes that each hold a Dagster run polling one job in a loop.
@@ -19,9 +20,11 @@ next to K real processes that each hold a Dagster run polling one job in a loop.
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import os
 import secrets
+import shutil
 import statistics
 import subprocess
 import sys
@@ -41,6 +44,10 @@ import psycopg2
 BLOCKER_SECONDS_PER_ROUND = 10.0  # the service's maximum for `slow_seconds_per_round`
 BLOCKER_ROUNDS = 5000  # the service's maximum: the blocker would train for ~14 hours
 GIB = 1 << 30
+STARTUP_LIMIT_SECONDS = 180.0
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # the service helpers live in the test package
+    sys.path.insert(0, str(ROOT))
 
 BLOCKING_RUN = r"""
 import sys, time
@@ -101,6 +108,7 @@ class TickResult:
     advance_loop: float
     connect: float
     reused_loop: float
+    batched_loop: float
     table_bytes: int
     history_rows: int
 
@@ -167,12 +175,16 @@ def world(
         started = time.perf_counter()
         faults = {"slow_seconds_per_round": BLOCKER_SECONDS_PER_ROUND}
         blocker_spec = training_spec(
-            dataset, customer="blocker", faults=faults,
+            dataset,
+            customer="blocker",
+            faults=faults,
             params={"num_boost_round": BLOCKER_ROUNDS, "num_leaves": 15},
         )
         with service.client() as gpu:
             blocker = gpu.submit("blocker", blocker_spec)
-            service.wait_for(blocker.id, lambda job: job["status"] == "running", 60)
+            # After its first round the blocker's worker holds its one database connection,
+            # so nothing of the blocker starts later and gets counted as the waiting's cost.
+            service.wait_for(blocker.id, lambda job: job["rounds_done"] >= 1, 120)
         print(f"  N={n}: service on :{service.port}, blocker {blocker.id} running", flush=True)
         if on_ready is not None:
             on_ready(here)
@@ -229,6 +241,86 @@ def _machine() -> Any:
 
 def db_now(url: str) -> Any:
     return query(url, "SELECT clock_timestamp()")[0][0]
+
+
+class HistoryRecorder:
+    """Stands in for the cursor inside the trampoline: keeps history rows for one bulk insert."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[Any, ...]] = []
+
+    def execute(self, sql: str, params: tuple[Any, ...]) -> None:
+        if not sql.startswith("INSERT INTO machine_history"):
+            raise AssertionError(f"the trampoline ran an unexpected statement: {sql}")
+        self.rows.append(params)
+
+
+def advance_batched(
+    url: str, machine: Any, customers: list[str], services: Any, known: Any, chunk: int = 500
+) -> int:
+    """Prototype of the fix (not the engine): the same transitions, set-based writes.
+
+    One connection for the whole loop; per chunk of customers ONE transaction that locks
+    their pointers with one `FOR UPDATE SKIP LOCKED` select, runs each machine's trampoline
+    in Python (history rows recorded, not inserted one by one), then writes all history rows
+    with one multi-row INSERT and all pointers with one `UPDATE ... FROM (VALUES ...)`.
+    """
+    from psycopg2.extras import Json, execute_values
+
+    from retrain_assets.machines import engine, store
+    from retrain_assets.store.server import libpq_url
+
+    advanced = 0
+    conn = psycopg2.connect(libpq_url(url))
+    try:
+        for start in range(0, len(customers), chunk):
+            with conn, conn.cursor() as cur:
+                cur.execute(
+                    f"SELECT {store._POINTER_COLUMNS} FROM machine_pointers"
+                    " WHERE machine = %s AND customer = ANY(%s) FOR UPDATE SKIP LOCKED",
+                    (machine.name, customers[start : start + chunk]),
+                )
+                recorder, moved = HistoryRecorder(), []
+                for row in cur.fetchall():
+                    current = store.Pointer(*row)
+                    if not current.terminal:
+                        final, _ = engine._trampoline(recorder, machine, current, services, known)
+                        moved.append(final)
+                execute_values(
+                    cur,
+                    "INSERT INTO machine_history (machine, customer, run_key, state, visit, ok,"
+                    " yielded, next_state, error, note, started_at, finished_at) VALUES %s",
+                    recorder.rows,
+                    page_size=chunk * 4,
+                )
+                execute_values(
+                    cur,
+                    "UPDATE machine_pointers AS m SET state = v.state, status = v.status,"
+                    " payload = v.payload, visits = v.visits, reason = v.reason,"
+                    " last_error = v.last_error, updated_at = clock_timestamp()"
+                    " FROM (VALUES %s) AS v(machine, customer, state, status, payload, visits,"
+                    " reason, last_error)"
+                    " WHERE m.machine = v.machine AND m.customer = v.customer",
+                    [
+                        (
+                            p.machine,
+                            p.customer,
+                            p.state,
+                            p.status,
+                            Json(p.payload),
+                            Json(p.visits),
+                            p.reason,
+                            p.last_error,
+                        )
+                        for p in moved
+                    ],
+                    template="(%s, %s, %s, %s, %s::jsonb, %s::jsonb, %s::text, %s::text)",
+                    page_size=chunk,
+                )
+                advanced += len(moved)
+    finally:
+        conn.close()
+    return advanced
 
 
 def measure_ticks(here: World, ticks: int) -> TickResult:
@@ -317,7 +409,16 @@ def measure_ticks(here: World, ticks: int) -> TickResult:
     finally:
         engine.transaction = original
         shared.close()
-        gpu.close()
+    customers = [p.customer for p in waiting]
+    batched_seconds, batched = timed(
+        lambda: advance_batched(here.app_url, machine, customers, services, jobs)
+    )
+    gpu.close()
+    if batched != len(waiting):
+        raise RuntimeError(f"the batched prototype advanced {batched} of {len(waiting)}")
+    after = pointers_in_state(here.app_url, NAME, "POLL_JOB")
+    if len(after) != len(waiting) or any(p.status != "waiting" for p in after):
+        raise RuntimeError("the batched prototype did not leave every customer in POLL_JOB")
 
     size, history_rows = query(
         here.app_url,
@@ -336,6 +437,7 @@ def measure_ticks(here: World, ticks: int) -> TickResult:
         advance_loop=loop_seconds,
         connect=median(connects),
         reused_loop=reused_seconds,
+        batched_loop=batched_seconds,
         table_bytes=int(size),
         history_rows=int(history_rows),
     )
@@ -349,6 +451,8 @@ class WaitingCost:
     runs_in_progress: int
     processes_before: int
     processes_after: int
+    own_before: int
+    own_after: int
     postgres_before: int
     postgres_after: int
     table_bytes: int
@@ -358,12 +462,25 @@ class WaitingCost:
     rss: list[int]
     uss: list[int]
     polls: list[int]
-    blocking_seconds: float
+    first_poll: list[float]
+    measured_at: float
 
 
 def postgres_backends(url: str) -> int:
-    return int(query(url, "SELECT count(*) FROM pg_stat_activity WHERE backend_type = "
-                          "'client backend'")[0][0])
+    sql = "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'"
+    return int(query(url, sql)[0][0])
+
+
+def own_processes() -> int:
+    """Count this benchmark's processes: itself, its children (service, worker), and the
+    embedded postmaster with its backends (0 of those for an external RETRAIN_PG_URL)."""
+    count = 1 + len(psutil.Process().children(recursive=True))
+    pidfile = Path(os.environ["RETRAIN_HOME"]) / "pg" / "postmaster.pid"
+    if pidfile.exists():
+        with contextlib.suppress(psutil.NoSuchProcess, ValueError):
+            postmaster = psutil.Process(int(pidfile.read_text().split()[0]))
+            count += 1 + len(postmaster.children(recursive=True))
+    return count
 
 
 def tree_memory(process: psutil.Process) -> tuple[int, int]:
@@ -375,7 +492,9 @@ def tree_memory(process: psutil.Process) -> tuple[int, int]:
     return rss, uss
 
 
-def blocking_runs(here: World, home: Path, k: int, seconds: float) -> tuple[list, list, list]:
+def blocking_runs(
+    here: World, home: Path, k: int, seconds: float
+) -> tuple[list[int], list[int], list[int], list[float], float]:
     """Start k processes that each hold a Dagster run polling one job; measure, kill them."""
     env = dict(os.environ)
     env.pop("RETRAIN_APP_PG_URL", None)
@@ -384,21 +503,43 @@ def blocking_runs(here: World, home: Path, k: int, seconds: float) -> tuple[list
     try:
         for i in range(k):
             with logs[i].open("wb") as output:
-                processes.append(subprocess.Popen(
-                    [sys.executable, "-c", BLOCKING_RUN, here.service.url,
-                     os.environ["RETRAIN_GPU_TOKEN"], here.job_ids[i]],
-                    env=env, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
-                ))
-        time.sleep(seconds)
+                processes.append(
+                    subprocess.Popen(
+                        [
+                            sys.executable,
+                            "-c",
+                            BLOCKING_RUN,
+                            here.service.url,
+                            os.environ["RETRAIN_GPU_TOKEN"],
+                            here.job_ids[i],
+                        ],
+                        env=env,
+                        stdin=subprocess.DEVNULL,
+                        stdout=output,
+                        stderr=subprocess.STDOUT,
+                    )
+                )
+        started = time.monotonic()
+        first_poll: dict[int, float] = {}
+        # Measured once each process has run for `seconds` and polled at least once (on a
+        # loaded machine the imports alone can take longer than `seconds`).
+        while len(first_poll) < k or time.monotonic() - started < seconds:
+            for i, (process, log) in enumerate(zip(processes, logs, strict=True)):
+                if process.poll() is not None:
+                    raise RuntimeError(f"blocking run exited:\n{log.read_text()}")
+                if i not in first_poll and "poll queued" in log.read_text():
+                    first_poll[i] = time.monotonic() - started
+            if time.monotonic() - started > STARTUP_LIMIT_SECONDS:
+                raise RuntimeError(f"blocking runs did not poll within {STARTUP_LIMIT_SECONDS} s")
+            time.sleep(0.2)
         rss, uss, polls = [], [], []
         for process, log in zip(processes, logs, strict=True):
-            if process.poll() is not None:
-                raise RuntimeError(f"blocking run exited {process.returncode}:\n{log.read_text()}")
             used, unique = tree_memory(psutil.Process(process.pid))
             rss.append(used)
             uss.append(unique)
             polls.append(log.read_text().count("poll queued"))
-        return rss, uss, polls
+        measured_at = time.monotonic() - started
+        return rss, uss, polls, [first_poll[i] for i in range(k)], measured_at
     finally:
         for process in processes:
             process.kill()
@@ -423,6 +564,8 @@ def main() -> None:
     sizes = [int(size) for size in args.sizes.split(",") if size]
 
     home = Path(tempfile.mkdtemp(prefix="bench-poller-"))
+    # Registered first, so it runs last: after pgserver has stopped the embedded server.
+    atexit.register(shutil.rmtree, home, ignore_errors=True)
     os.environ["RETRAIN_HOME"] = str(home)
     os.environ["RETRAIN_GPU_TOKEN"] = secrets.token_hex(16)
     for name in ("RETRAIN_APP_PG_URL", "RETRAIN_GPU_URL", "RETRAIN_STORAGE_URL"):
@@ -444,7 +587,12 @@ def main() -> None:
     cost = None
     if not args.skip_waiting_cost:
         cost = measure_waiting(
-            server, home, dataset, args.waiting, args.blocking, args.blocking_seconds,
+            server,
+            home,
+            dataset,
+            args.waiting,
+            args.blocking,
+            args.blocking_seconds,
             args.threads,
         )
     print()
@@ -464,11 +612,13 @@ def measure_waiting(
 
     def before_customers(here: World) -> None:
         marks["processes"] = len(psutil.pids())
+        marks["own"] = own_processes()
         marks["backends"] = postgres_backends(here.app_url)
 
     with world(server, home, dataset, n, threads, on_ready=before_customers) as here:
         time.sleep(1.0)  # let short-lived connections of the setup close
         processes_after = len(psutil.pids())
+        own_after = own_processes()
         backends_after = postgres_backends(here.app_url)
         instance = dg.DagsterInstance.ephemeral()
         active = [status for status in dg.DagsterRunStatus if status.name in _ACTIVE]
@@ -479,12 +629,14 @@ def measure_waiting(
             " + pg_total_relation_size('machine_history'),"
             " (SELECT count(*) FROM machine_pointers), (SELECT count(*) FROM machine_history)",
         )[0]
-        rss, uss, polls = blocking_runs(here, home, k, seconds)
+        rss, uss, polls, first_poll, measured_at = blocking_runs(here, home, k, seconds)
     return WaitingCost(
         n=n,
         runs_in_progress=in_progress,
         processes_before=marks["processes"],
         processes_after=processes_after,
+        own_before=marks["own"],
+        own_after=own_after,
         postgres_before=marks["backends"],
         postgres_after=backends_after,
         table_bytes=int(size),
@@ -494,21 +646,27 @@ def measure_waiting(
         rss=rss,
         uss=uss,
         polls=polls,
-        blocking_seconds=seconds,
+        first_poll=first_poll,
+        measured_at=measured_at,
     )
 
 
 def print_ticks(results: list[TickResult], budget: float) -> None:
     print(f"### gpu_job_poller, one tick (median of {len(results[0].ticks)}; budget {budget:g} s)")
     print()
-    print("| N waiting | setup (not timed) | **tick, median** | ticks | per job | deferred "
-          "| pointers query | status calls | advance loop | connect (x N) "
-          "| advance loop, one connection | pointers+history |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print(
+        "| N waiting | setup (not timed) | **tick, median** | ticks | per job "
+        "| advanced / deferred per tick | pointers query | status calls | advance loop "
+        "| connect (x N) | advance loop, one connection | batched prototype "
+        "| pointers + history |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
         tick = median(r.ticks)
         ticks = ", ".join(f"{t:.2f}" for t in r.ticks)
-        deferred = ", ".join(str(d) for d in r.deferred)
+        deferred = ", ".join(
+            f"{r.n - d - q:,} / {d:,}" for d, q in zip(r.deferred, r.requests, strict=True)
+        )
         print(
             f"| {r.n:,} | {r.setup_seconds:.0f} s | **{tick:.2f} s** | {ticks} s "
             f"| {tick / r.n * 1000:.2f} ms | {deferred} | {r.pointers * 1000:.0f} ms "
@@ -516,6 +674,7 @@ def print_ticks(results: list[TickResult], budget: float) -> None:
             f"| {r.advance_loop:.2f} s ({r.advance_loop / r.n * 1000:.2f} ms each) "
             f"| {r.connect * r.n:.2f} s ({r.connect * 1000:.2f} ms each) "
             f"| {r.reused_loop:.2f} s ({r.reused_loop / r.n * 1000:.2f} ms each) "
+            f"| {r.batched_loop:.2f} s ({r.batched_loop / r.n * 1000:.3f} ms each) "
             f"| {r.table_bytes / 1024:,.0f} KiB, {r.history_rows:,} history rows |"
         )
     requested = sum(sum(r.requests) for r in results)
@@ -532,11 +691,14 @@ def print_cost(c: WaitingCost) -> None:
     print("|---|---|---|")
     print(f"| Dagster runs held | {c.runs_in_progress} in progress | one per job ({c.n}) |")
     print(
-        f"| processes held | machine-wide {c.processes_before} before setup, "
-        f"{c.processes_after} with {c.n} waiting (+{c.processes_after - c.processes_before}); "
+        f"| processes held | this benchmark's (itself, service + worker, postmaster + "
+        f"backends) {c.own_before} before setup, {c.own_after} with {c.n} waiting "
+        f"(+{c.own_after - c.own_before}); machine-wide {c.processes_before} -> "
+        f"{c.processes_after} (other sessions share the machine); "
         f"Postgres client backends {c.postgres_before} -> {c.postgres_after} "
         f"| one per job: {c.k} measured, each polling once a second "
-        f"({', '.join(str(p) for p in c.polls)} polls in {c.blocking_seconds:g} s) |"
+        f"(first poll after {', '.join(f'{t:.1f}' for t in c.first_poll)} s; measured at "
+        f"{c.measured_at:.1f} s after {', '.join(str(p) for p in c.polls)} polls) |"
     )
     print(
         f"| memory held | {c.table_bytes / 1024:,.0f} KiB of Postgres "
