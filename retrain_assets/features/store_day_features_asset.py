@@ -34,21 +34,20 @@ def _countries(db_url: str, customers: set[str]) -> dict[str, str | None]:
 
 
 def _materialization(
-    key: str, day_frame: pd.DataFrame, snapshot_id: int, path: str, data_version: str
+    key: str, day_frame: pd.DataFrame, record: SnapshotRecord, snapshot_id: int, path: str
 ) -> dg.AssetMaterialization:
-    rows = day_frame.groupby("customer").size().to_dict() if len(day_frame) else {}
     return dg.AssetMaterialization(
         asset_key=ASSET_KEY,
         partition=key,
         metadata={
             "rows": len(day_frame),
-            "rows_per_customer": dg.MetadataValue.json({k: int(v) for k, v in rows.items()}),
+            "rows_per_customer": dg.MetadataValue.json(record.rows_per_customer),
             "snapshot_id": snapshot_id,
             "path": dg.MetadataValue.path(path),
             "dagster/row_count": len(day_frame),
         },
         tags={
-            "dagster/data_version": data_version,
+            "dagster/data_version": record.data_version,
             "dagster/code_version": FEATURE_VERSION,
             "dagster/data_version_is_user_provided": "true",
         },
@@ -87,16 +86,14 @@ def store_day_features(
         data_version = frame_content_hash(day_frame)
         path = store.write("store_day_features", key, day_frame)
         rows = day_frame.groupby("customer").size() if len(day_frame) else pd.Series(dtype=int)
-        snapshot_id = publish_snapshot(
-            db_url,
-            SnapshotRecord(
-                partition_date=dt.date.fromisoformat(key),
-                data_version=data_version,
-                feature_version=FEATURE_VERSION,
-                rows_per_customer={str(k): int(v) for k, v in rows.items()},
-                from_backfill=backfill_id is not None,
-                backfill_id=backfill_id,
-                run_id=context.run.run_id,
-            ),
+        record = SnapshotRecord(
+            partition_date=dt.date.fromisoformat(key),
+            data_version=data_version,
+            feature_version=FEATURE_VERSION,
+            rows_per_customer={str(k): int(v) for k, v in rows.items()},
+            from_backfill=backfill_id is not None,
+            backfill_id=backfill_id,
+            run_id=context.run.run_id,
         )
-        yield _materialization(key, day_frame, snapshot_id, str(path), data_version)
+        snapshot_id = publish_snapshot(db_url, record)
+        yield _materialization(key, day_frame, record, snapshot_id, str(path))
