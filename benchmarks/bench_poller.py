@@ -6,9 +6,9 @@ real GPU service (`python -m retrain_assets.gpu.service --slots 1 --allow-faults
 blocker job that keeps the only slot busy, then N customers `c00001`... each started with
 `start_training` and advanced once, so each waits in POLL_JOB on a real, queued remote job.
 Then the sensor is evaluated three times (`build_sensor_context` with an ephemeral instance)
-and its pieces are timed separately: the pointers query, the batched status calls, and the
-advance loop, plus the same loop on one reused connection and a set-based prototype of the
-fix (chunks of customers, one transaction each, bulk history insert and pointer update).
+and its pieces are timed separately: the pointers query, the batched status calls, and
+`engine.advance_many` (what the sensor calls: chunks of 500, one transaction each, bulk
+history insert and pointer update) next to the old way, one `advance` per customer.
 
 Part 2, at N=100: what waiting costs in this design (Dagster runs, processes, Postgres rows)
 next to K real processes that each hold a Dagster run polling one job in a loop.
@@ -106,9 +106,7 @@ class TickResult:
     statuses: float
     status_calls: int
     advance_loop: float
-    connect: float
-    reused_loop: float
-    batched_loop: float
+    advance_many: float
     table_bytes: int
     history_rows: int
 
@@ -243,86 +241,6 @@ def db_now(url: str) -> Any:
     return query(url, "SELECT clock_timestamp()")[0][0]
 
 
-class HistoryRecorder:
-    """Stands in for the cursor inside the trampoline: keeps history rows for one bulk insert."""
-
-    def __init__(self) -> None:
-        self.rows: list[tuple[Any, ...]] = []
-
-    def execute(self, sql: str, params: tuple[Any, ...]) -> None:
-        if not sql.startswith("INSERT INTO machine_history"):
-            raise AssertionError(f"the trampoline ran an unexpected statement: {sql}")
-        self.rows.append(params)
-
-
-def advance_batched(
-    url: str, machine: Any, customers: list[str], services: Any, known: Any, chunk: int = 500
-) -> int:
-    """Prototype of the fix (not the engine): the same transitions, set-based writes.
-
-    One connection for the whole loop; per chunk of customers ONE transaction that locks
-    their pointers with one `FOR UPDATE SKIP LOCKED` select, runs each machine's trampoline
-    in Python (history rows recorded, not inserted one by one), then writes all history rows
-    with one multi-row INSERT and all pointers with one `UPDATE ... FROM (VALUES ...)`.
-    """
-    from psycopg2.extras import Json, execute_values
-
-    from retrain_assets.machines import engine, store
-    from retrain_assets.store.server import libpq_url
-
-    advanced = 0
-    conn = psycopg2.connect(libpq_url(url))
-    try:
-        for start in range(0, len(customers), chunk):
-            with conn, conn.cursor() as cur:
-                cur.execute(
-                    f"SELECT {store._POINTER_COLUMNS} FROM machine_pointers"
-                    " WHERE machine = %s AND customer = ANY(%s) FOR UPDATE SKIP LOCKED",
-                    (machine.name, customers[start : start + chunk]),
-                )
-                recorder, moved = HistoryRecorder(), []
-                for row in cur.fetchall():
-                    current = store.Pointer(*row)
-                    if not current.terminal:
-                        final, _ = engine._trampoline(recorder, machine, current, services, known)
-                        moved.append(final)
-                execute_values(
-                    cur,
-                    "INSERT INTO machine_history (machine, customer, run_key, state, visit, ok,"
-                    " yielded, next_state, error, note, started_at, finished_at) VALUES %s",
-                    recorder.rows,
-                    page_size=chunk * 4,
-                )
-                execute_values(
-                    cur,
-                    "UPDATE machine_pointers AS m SET state = v.state, status = v.status,"
-                    " payload = v.payload, visits = v.visits, reason = v.reason,"
-                    " last_error = v.last_error, updated_at = clock_timestamp()"
-                    " FROM (VALUES %s) AS v(machine, customer, state, status, payload, visits,"
-                    " reason, last_error)"
-                    " WHERE m.machine = v.machine AND m.customer = v.customer",
-                    [
-                        (
-                            p.machine,
-                            p.customer,
-                            p.state,
-                            p.status,
-                            Json(p.payload),
-                            Json(p.visits),
-                            p.reason,
-                            p.last_error,
-                        )
-                        for p in moved
-                    ],
-                    template="(%s, %s, %s, %s, %s::jsonb, %s::jsonb, %s::text, %s::text)",
-                    page_size=chunk,
-                )
-                advanced += len(moved)
-    finally:
-        conn.close()
-    return advanced
-
-
 def measure_ticks(here: World, ticks: int) -> TickResult:
     """Time the sensor, then each of its pieces on its own."""
     import dagster as dg
@@ -334,7 +252,6 @@ def measure_ticks(here: World, ticks: int) -> TickResult:
     from retrain_assets.machines.training import JOB_ID, NAME
     from retrain_assets.models.resources import GpuServiceResource, training_services
     from retrain_assets.store.resource import ProjectDatabase
-    from retrain_assets.store.server import libpq_url
 
     os.environ["RETRAIN_APP_PG_URL"] = here.app_url
     os.environ["RETRAIN_GPU_URL"] = here.service.url
@@ -387,38 +304,16 @@ def measure_ticks(here: World, ticks: int) -> TickResult:
 
     loop_seconds, _ = timed(advance_all)
 
-    connects = []
-    for _ in range(200):
-        started = time.perf_counter()
-        psycopg2.connect(libpq_url(here.app_url)).close()
-        connects.append(time.perf_counter() - started)
-
-    # The fix, prototyped without touching the engine: the same advance code, the same one
-    # transaction per customer, on a connection opened once for the whole loop.
-    shared = psycopg2.connect(libpq_url(here.app_url))
-
-    @contextlib.contextmanager
-    def reused_transaction(_url: str) -> Iterator[Any]:
-        with shared, shared.cursor() as cur:
-            yield cur
-
-    original = engine.transaction
-    engine.transaction = reused_transaction
-    try:
-        reused_seconds, _ = timed(advance_all)
-    finally:
-        engine.transaction = original
-        shared.close()
     customers = [p.customer for p in waiting]
-    batched_seconds, batched = timed(
-        lambda: advance_batched(here.app_url, machine, customers, services, jobs)
+    many_seconds, many = timed(
+        lambda: engine.advance_many(here.app_url, machine, customers, services, known=jobs)
     )
     gpu.close()
-    if batched != len(waiting):
-        raise RuntimeError(f"the batched prototype advanced {batched} of {len(waiting)}")
+    if sum(r.waiting for r in many.values()) != len(waiting):
+        raise RuntimeError(f"advance_many left {len(many)} of {len(waiting)} waiting")
     after = pointers_in_state(here.app_url, NAME, "POLL_JOB")
     if len(after) != len(waiting) or any(p.status != "waiting" for p in after):
-        raise RuntimeError("the batched prototype did not leave every customer in POLL_JOB")
+        raise RuntimeError("advance_many did not leave every customer in POLL_JOB")
 
     size, history_rows = query(
         here.app_url,
@@ -435,9 +330,7 @@ def measure_ticks(here: World, ticks: int) -> TickResult:
         statuses=median(status_times),
         status_calls=-(-len(ids) // STATUS_BATCH),
         advance_loop=loop_seconds,
-        connect=median(connects),
-        reused_loop=reused_seconds,
-        batched_loop=batched_seconds,
+        advance_many=many_seconds,
         table_bytes=int(size),
         history_rows=int(history_rows),
     )
@@ -656,11 +549,10 @@ def print_ticks(results: list[TickResult], budget: float) -> None:
     print()
     print(
         "| N waiting | setup (not timed) | **tick, median** | ticks | per job "
-        "| advanced / deferred per tick | pointers query | status calls | advance loop "
-        "| connect (x N) | advance loop, one connection | batched prototype "
-        "| pointers + history |"
+        "| advanced / deferred per tick | pointers query | status calls "
+        "| advance one by one | advance_many | pointers + history |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
         tick = median(r.ticks)
         ticks = ", ".join(f"{t:.2f}" for t in r.ticks)
@@ -672,9 +564,7 @@ def print_ticks(results: list[TickResult], budget: float) -> None:
             f"| {tick / r.n * 1000:.2f} ms | {deferred} | {r.pointers * 1000:.0f} ms "
             f"| {r.statuses * 1000:.0f} ms ({r.status_calls} calls) "
             f"| {r.advance_loop:.2f} s ({r.advance_loop / r.n * 1000:.2f} ms each) "
-            f"| {r.connect * r.n:.2f} s ({r.connect * 1000:.2f} ms each) "
-            f"| {r.reused_loop:.2f} s ({r.reused_loop / r.n * 1000:.2f} ms each) "
-            f"| {r.batched_loop:.2f} s ({r.batched_loop / r.n * 1000:.3f} ms each) "
+            f"| {r.advance_many:.2f} s ({r.advance_many / r.n * 1000:.3f} ms each) "
             f"| {r.table_bytes / 1024:,.0f} KiB, {r.history_rows:,} history rows |"
         )
     requested = sum(sum(r.requests) for r in results)

@@ -12,7 +12,7 @@ import time
 import dagster as dg
 
 from retrain_assets.gpu.protocol import JobStatus
-from retrain_assets.machines.engine import advance
+from retrain_assets.machines.engine import advance_many
 from retrain_assets.machines.store import pointers_in_state
 from retrain_assets.machines.training import JOB_ID, NAME, training_machine
 from retrain_assets.models.model_candidate_asset import model_candidate
@@ -57,20 +57,26 @@ def gpu_job_poller(
         return dg.SensorResult(skip_reason="no customer is waiting on a GPU job")
     jobs = gpu.statuses([str(p.payload[JOB_ID]) for p in waiting])
     machine, services = training_machine(), training_services(db_url, gpu)
-    requests, advanced, deferred = [], 0, 0
+    requests, still_running = [], []
     for pointer in waiting:
         job = jobs.get(str(pointer.payload[JOB_ID]))
         if job is not None and job.status is JobStatus.SUCCEEDED:
             requests.append(candidate_request(pointer.customer, pointer.run_key))
-            continue
-        if time.monotonic() - started > TICK_BUDGET_SECONDS:
-            deferred += 1  # the next tick continues; nobody loses a poll visit
-            continue
-        result = advance(db_url, machine, pointer.customer, services, known=jobs)
-        advanced += 0 if result.busy else 1
-        if result.pointer is not None and result.pointer.state == machine.failed:
+        else:
+            still_running.append(pointer.customer)
+    # Chunks not started inside the budget stay untouched: nobody loses a poll visit.
+    results = advance_many(
+        db_url, machine, still_running, services, known=jobs,
+        deadline=started + TICK_BUDGET_SECONDS,
+    )
+    advanced = sum(not r.busy and r.error is None for r in results.values())
+    deferred = len(still_running) - len(results)
+    for customer, result in results.items():
+        if result.error is not None:
+            context.log.error(f"{customer}: the machine could not advance: {result.error}")
+        elif result.pointer is not None and result.pointer.state == machine.failed:
             context.log.warning(
-                f"{pointer.customer} run {pointer.run_key} FAILED: {result.pointer.reason}"
+                f"{customer} run {result.pointer.run_key} FAILED: {result.pointer.reason}"
             )
     context.log.info(
         f"{len(waiting)} waiting, {len(jobs)} statuses in one batch, {len(requests)} finished, "

@@ -1,6 +1,6 @@
 """State machines persisted in Postgres: the table, the flat trampoline, runs and queries."""
 
-from retrain_assets.machines.engine import AdvanceResult, NoRun, advance
+from retrain_assets.machines.engine import AdvanceResult, NoRun, advance, advance_many
 from retrain_assets.machines.runs import MachineBusy, RunActive, start_run
 from retrain_assets.machines.step import Context, Step
 from retrain_assets.machines.store import HistoryRow, Pointer, history, pointer, pointers_in_state
@@ -19,6 +19,7 @@ __all__ = [
     "State",
     "Step",
     "advance",
+    "advance_many",
     "history",
     "pointer",
     "pointers_in_state",

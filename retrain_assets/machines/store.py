@@ -7,11 +7,12 @@ the history says what every visit did and why the run ended where it did.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import psycopg2.extensions
-from psycopg2.extras import Json
+from psycopg2.extras import Json, execute_values
 
 from retrain_assets.store.database import transaction
 
@@ -187,3 +188,73 @@ def append_history(
             row.next_state, row.error, row.note, row.started_at, row.finished_at,
         ),
     )
+
+
+def lock_pointers(
+    cur: psycopg2.extensions.cursor, machine: str, customers: Sequence[str]
+) -> list[Pointer]:
+    """Lock many pointers with one statement; rows another replica holds are left out."""
+    cur.execute(
+        f"SELECT {_POINTER_COLUMNS} FROM machine_pointers"
+        " WHERE machine = %s AND customer = ANY(%s) ORDER BY customer FOR UPDATE SKIP LOCKED",
+        (machine, list(customers)),
+    )
+    return [Pointer(*row) for row in cur.fetchall()]
+
+
+def existing_customers(
+    cur: psycopg2.extensions.cursor, machine: str, customers: Sequence[str]
+) -> set[str]:
+    """Return which of these customers have a pointer for this machine, locked or not."""
+    cur.execute(
+        "SELECT customer FROM machine_pointers WHERE machine = %s AND customer = ANY(%s)",
+        (machine, list(customers)),
+    )
+    return {row[0] for row in cur.fetchall()}
+
+
+def append_histories(
+    cur: psycopg2.extensions.cursor, rows: Sequence[tuple[Pointer, NewHistory]]
+) -> None:
+    """Append many history rows with one multi-row INSERT."""
+    if not rows:
+        return
+    execute_values(
+        cur,
+        "INSERT INTO machine_history (machine, customer, run_key, state, visit, ok, yielded,"
+        " next_state, error, note, started_at, finished_at) VALUES %s",
+        [
+            (
+                p.machine, p.customer, p.run_key, r.state, r.visit, r.ok, r.yielded,
+                r.next_state, r.error, r.note, r.started_at, r.finished_at,
+            )
+            for p, r in rows
+        ],
+        page_size=max(len(rows), 1),
+    )
+
+
+def save_pointers(cur: psycopg2.extensions.cursor, pointers: Sequence[Pointer]) -> list[Pointer]:
+    """Write many locked pointers with one `UPDATE ... FROM (VALUES ...)`; return them stored."""
+    if not pointers:
+        return []
+    stored = execute_values(
+        cur,
+        "UPDATE machine_pointers AS m SET state = v.state, status = v.status,"
+        " payload = v.payload, visits = v.visits, reason = v.reason,"
+        " last_error = v.last_error, updated_at = clock_timestamp()"
+        " FROM (VALUES %s) AS v(machine, customer, state, status, payload, visits, reason,"
+        " last_error) WHERE m.machine = v.machine AND m.customer = v.customer"
+        f" RETURNING {', '.join('m.' + c.strip() for c in _POINTER_COLUMNS.split(','))}",
+        [
+            (
+                p.machine, p.customer, p.state, p.status, Json(p.payload), Json(p.visits),
+                p.reason, p.last_error,
+            )
+            for p in pointers
+        ],
+        template="(%s, %s, %s, %s, %s::jsonb, %s::jsonb, %s::text, %s::text)",
+        page_size=len(pointers),
+        fetch=True,
+    )
+    return [Pointer(*row) for row in stored]

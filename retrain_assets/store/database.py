@@ -12,6 +12,16 @@ from retrain_assets.store.server import libpq_url
 
 
 @contextmanager
+def connection(url: str) -> Iterator[psycopg2.extensions.connection]:
+    """Yield one connection for many transactions (`with conn:` commits each); closed after."""
+    conn = psycopg2.connect(libpq_url(url))
+    try:
+        yield conn
+    finally:
+        conn.close()
+
+
+@contextmanager
 def transaction(url: str) -> Iterator[psycopg2.extensions.cursor]:
     """Yield a cursor inside one transaction: committed on success, rolled back on any error."""
     conn = psycopg2.connect(libpq_url(url))

@@ -4,6 +4,7 @@ from retrain_assets.gpu.protocol import ArtifactCorrupt, JobStatus
 from retrain_assets.machines import (
     RunActive,
     advance,
+    advance_many,
     history,
     pointer,
     pointers_in_state,
@@ -99,6 +100,19 @@ def test_a_remote_failure_resubmits_the_same_key(db, tmp_path):
     failed = [h for h in history(db, "training", "acme") if h.state == "POLL_JOB" and not h.ok]
     assert failed[0].error == "remote job job-1 failed (attempt 1): CUDA out of memory"
     assert failed[0].next_state == "JOB_FAILED"
+
+
+def test_a_tick_that_saw_a_failure_resubmits_once_and_polls_afresh(db, tmp_path):
+    """The batch said FAILED; after the resubmission that fact is stale and must not be reused."""
+    svc = services(tmp_path)
+    start_training(db, "acme", "k1", SPEC)
+    advance(db, training_machine(), "acme", svc)
+    svc.gpu.set_status("job-1", JobStatus.FAILED, error="CUDA out of memory")
+    known = svc.gpu.statuses(["job-1"])
+    results = advance_many(db, training_machine(), ["acme"], svc, known=known)
+    assert results["acme"].waiting
+    assert svc.gpu.calls["submit"] == 2 and svc.gpu.jobs["job-1"].attempt == 2
+    assert states(db)[-4:] == ["POLL_JOB", "JOB_FAILED", "SUBMIT_JOB", "POLL_JOB"]
 
 
 def test_three_remote_failures_end_the_run(db, tmp_path):
