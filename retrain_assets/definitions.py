@@ -9,9 +9,13 @@ from retrain_assets.automation.gpu_job_poller import gpu_job_poller
 from retrain_assets.features.parquet_store import DailyParquetIOManager, PartitionStorage
 from retrain_assets.features.sales_asset import sales
 from retrain_assets.features.store_day_features_asset import store_day_features
+from retrain_assets.models.beats_champion_check import GateSettings, beats_champion
 from retrain_assets.models.model_candidate_asset import model_candidate
+from retrain_assets.models.registered_model_asset import registered_model
 from retrain_assets.models.resources import GpuServiceResource
 from retrain_assets.models.training_job_asset import training_job
+from retrain_assets.registry.audit_check import one_version_per_run_key
+from retrain_assets.registry.resource import MlflowRegistryResource
 from retrain_assets.store.resource import ProjectDatabase
 
 FEATURES_JOB = "features_job"
@@ -25,7 +29,8 @@ def build_definitions() -> dg.Definitions:
     """
     storage = PartitionStorage()
     return dg.Definitions(
-        assets=[sales, store_day_features, training_job, model_candidate],
+        assets=[sales, store_day_features, training_job, model_candidate, registered_model],
+        asset_checks=[beats_champion, one_version_per_run_key],
         jobs=[
             dg.define_asset_job(
                 FEATURES_JOB,
@@ -39,6 +44,8 @@ def build_definitions() -> dg.Definitions:
             "partition_storage": storage,
             "io_manager": DailyParquetIOManager(storage=storage),
             "gpu_service": GpuServiceResource(),
+            "mlflow_registry": MlflowRegistryResource(),
+            "gate_settings": GateSettings(),
         },
     )
 

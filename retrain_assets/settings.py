@@ -105,3 +105,19 @@ def mlflow_tracking_uri() -> str:
 def mlflow_artifacts_root() -> Path:
     """Return where the local MLflow server `up` starts keeps artifacts (models, plots)."""
     return retrain_home() / "mlflow-artifacts"
+
+
+def gate_margin() -> float:
+    """Return how much lower (relative) a candidate's WAPE must be to pass the gate.
+
+    Raises:
+        ValueError: RETRAIN_GATE_MARGIN is not a number in [0, 1).
+    """
+    text = os.environ.get("RETRAIN_GATE_MARGIN", "0.02")
+    try:
+        margin = float(text)
+    except ValueError:
+        raise ValueError(f"RETRAIN_GATE_MARGIN must be a number like 0.02, not {text!r}") from None
+    if not 0.0 <= margin < 1.0:
+        raise ValueError(f"RETRAIN_GATE_MARGIN must be in [0, 1), not {margin}")
+    return margin

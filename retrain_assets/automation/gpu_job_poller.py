@@ -16,6 +16,7 @@ from retrain_assets.machines.engine import advance_many
 from retrain_assets.machines.store import pointers_in_state
 from retrain_assets.machines.training import JOB_ID, NAME, training_machine
 from retrain_assets.models.model_candidate_asset import model_candidate
+from retrain_assets.models.registered_model_asset import registered_model
 from retrain_assets.models.resources import GpuServiceResource, training_services
 from retrain_assets.store.resource import ProjectDatabase
 
@@ -28,10 +29,14 @@ def poll_interval_seconds() -> int:
 
 
 def candidate_request(customer: str, run_key: str) -> dg.RunRequest:
-    """Return the run request that fetches one finished job's candidate."""
+    """Return the run that fetches a finished job's candidate, gates it and registers a pass.
+
+    The selection's checks come with it: the blocking `beats_champion` runs between the
+    candidate and `registered_model`, so a failing gate stops the registration in this run.
+    """
     return dg.RunRequest(
         run_key=f"candidate-{run_key}",
-        asset_selection=[model_candidate.key],
+        asset_selection=[model_candidate.key, registered_model.key],
         partition_key=customer,
         run_config={"ops": {"model_candidate": {"config": {"run_key": run_key}}}},
         tags={"customer": customer, "retrain/run_key": run_key},
@@ -41,7 +46,7 @@ def candidate_request(customer: str, run_key: str) -> dg.RunRequest:
 @dg.sensor(
     minimum_interval_seconds=poll_interval_seconds(),
     default_status=dg.DefaultSensorStatus.RUNNING,
-    asset_selection=[model_candidate],
+    asset_selection=[model_candidate, registered_model],
     description="Polls the GPU service for every customer in POLL_JOB; one batched call a tick.",
 )
 def gpu_job_poller(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+import lightgbm
 from psycopg2.extras import Json
 from upath import UPath
 
@@ -26,6 +27,10 @@ class Candidate:
     sha256: str
     path: str
     metrics: dict[str, float]
+
+    def load_model(self) -> lightgbm.Booster:
+        """Return the stored LightGBM model (local folder or object storage)."""
+        return lightgbm.Booster(model_str=UPath(self.path).read_text())
 
 
 class CandidateTable:

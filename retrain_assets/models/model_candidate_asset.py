@@ -2,7 +2,9 @@
 
 Requested by `gpu_job_poller` when the remote job succeeded (run key as Dagster `run_key`).
 A re-run for the same key finds the stored candidate and changes nothing; a failed download is
-retried by downloading again, never by training again.
+retried by downloading again, never by training again. The candidate is also recorded in MLflow:
+one run per run key (tagged with the customer, run key, snapshot and decision), the model with
+its input signature, its training metrics and a forecast-against-actuals plot on the holdout.
 """
 
 import dagster as dg
@@ -12,9 +14,14 @@ from retrain_assets.customers import CUSTOMERS
 from retrain_assets.machines.engine import advance
 from retrain_assets.machines.store import pointer as read_pointer
 from retrain_assets.machines.training import NAME, start_training, training_machine
-from retrain_assets.models.candidates import CandidateTable
+from retrain_assets.models.candidates import Candidate, CandidateTable
+from retrain_assets.models.export import MODEL_FEATURES, read_holdout
+from retrain_assets.models.forecast_plot import forecast_plot_png, markdown_image
+from retrain_assets.models.lineage import metadata_for_run_key
 from retrain_assets.models.resources import GpuServiceResource, training_services
+from retrain_assets.models.scoring import seasonal_naive
 from retrain_assets.models.training_job_asset import training_job
+from retrain_assets.registry.resource import MlflowRegistryResource
 from retrain_assets.settings import storage_root
 from retrain_assets.store.resource import ProjectDatabase
 
@@ -37,6 +44,7 @@ def model_candidate(
     config: CandidateConfig,
     project_db: ProjectDatabase,
     gpu_service: GpuServiceResource,
+    mlflow_registry: MlflowRegistryResource,
 ) -> dg.MaterializeResult:
     """Finish the training machine (DOWNLOAD_SAVE -> DONE) and describe the candidate."""
     customer, db_url = context.partition_key, project_db.connection_url()
@@ -60,6 +68,7 @@ def model_candidate(
     candidate = CandidateTable(db_url, storage_root()).get(key)
     if candidate is None:
         raise RuntimeError(f"run {key} reached DONE but no candidate row exists")
+    recorded = _record_in_mlflow(context, mlflow_registry, candidate)
     return dg.MaterializeResult(
         metadata={
             "run_key": key,
@@ -67,7 +76,47 @@ def model_candidate(
             "sha256": candidate.sha256,
             "path": dg.MetadataValue.path(candidate.path),
             **{f"train_{name}": float(value) for name, value in candidate.metrics.items()},
+            **recorded,
         },
         data_version=dg.DataVersion(key),
         tags={"retrain/run_key": key},
     )
+
+
+def _record_in_mlflow(
+    context: dg.AssetExecutionContext, resource: MlflowRegistryResource, candidate: Candidate
+) -> dict[str, object]:
+    """Log the candidate's MLflow run (once per run key) and return the metadata to show."""
+    customer, key = candidate.customer, candidate.run_key
+    training = metadata_for_run_key(context.instance, training_job.key, customer, key)
+    snapshot = training.get("snapshot")
+    tags = {
+        "snapshot_id": snapshot.get("snapshot_sha") if isinstance(snapshot, dict) else None,
+        "decision_id": training.get("decision_id"),
+        "job_id": candidate.job_id,
+        "dagster_run_id": context.run_id,
+    }
+    holdout = read_holdout(customer, key)
+    booster = candidate.load_model()
+    forecast = booster.predict(holdout[MODEL_FEATURES])
+    plot = forecast_plot_png(
+        holdout,
+        {"candidate": forecast, "seasonal naive": seasonal_naive(holdout)},
+        f"{customer} candidate {key} on its holdout",
+    )
+    registry = resource.registry()
+    run_id = registry.candidate_run(
+        customer, key, {name: str(value) for name, value in tags.items() if value}
+    )
+    model_id = registry.log_candidate(
+        run_id, booster, candidate.metrics, holdout[MODEL_FEATURES].head(20), plot
+    )
+    context.log.info(f"candidate {key} is MLflow run {run_id}, logged model {model_id}")
+    return {
+        "mlflow_run_id": run_id,
+        "mlflow_model_id": model_id,
+        "mlflow_tracking_uri": dg.MetadataValue.url(registry.tracking_uri),
+        "forecast_vs_actual": dg.MetadataValue.md(
+            markdown_image(plot, f"{customer} forecast against actuals")
+        ),
+    }

@@ -170,6 +170,14 @@ class MlflowRegistry:
             self.client.delete_run(created.info.run_id)
         return oldest
 
+    def log_metrics(self, run_id: str, metrics: Mapping[str, float]) -> None:
+        """Log metrics into a run in one call (the same values again on a retry)."""
+        now = int(time.time() * 1000)
+        self.client.log_batch(
+            run_id,
+            metrics=[Metric(name, float(value), now, 0) for name, value in metrics.items()],
+        )
+
     # -- models -------------------------------------------------------------------------------
 
     def logged_model_id(self, run_id: str) -> str | None:
@@ -196,7 +204,7 @@ class MlflowRegistry:
     def log_candidate(
         self,
         run_id: str,
-        model_path: Path | str,
+        model_path: Path | str | lightgbm.Booster,
         metrics: Mapping[str, float],
         signature_example: pd.DataFrame,
         plot_png: bytes | None = None,
@@ -212,12 +220,12 @@ class MlflowRegistry:
         done = self.logged_model_id(run_id)
         if done is not None:
             return done
-        booster = lightgbm.Booster(model_file=str(model_path))
-        now = int(time.time() * 1000)
-        self.client.log_batch(
-            run_id,
-            metrics=[Metric(name, float(value), now, 0) for name, value in metrics.items()],
+        booster = (
+            model_path
+            if isinstance(model_path, lightgbm.Booster)
+            else lightgbm.Booster(model_file=str(model_path))
         )
+        self.log_metrics(run_id, metrics)
         if plot_png is not None:
             with tempfile.TemporaryDirectory() as folder:
                 plot = Path(folder) / "forecast.png"
@@ -329,17 +337,28 @@ class MlflowRegistry:
             return None
         return str(version), f"models:/{name}/{version}"
 
+    def load_champion(self, customer: str) -> tuple[str, lightgbm.Booster] | None:
+        """Return the champion's version and its model, loaded now from the registry."""
+        found = self.champion(customer)
+        if found is None:
+            return None
+        version, uri = found
+        # load_model has no client argument: point the process-wide URI at ours for the call
+        with _process_tracking_uri(self.tracking_uri):
+            return version, mlflow.lightgbm.load_model(uri)
+
     # -- audit --------------------------------------------------------------------------------
 
-    def audit(self) -> list[Problem]:
+    def audit(self, customer: str | None = None) -> list[Problem]:
         """Return every run key with more than one MLflow run or registered version.
 
         Looks at all experiments `demand_forecast/*` (active runs) and all registered models
-        `demand_forecast.*`.
+        `demand_forecast.*`, or at one customer's experiment and model.
         """
         problems: list[Problem] = []
+        pattern = (experiment_name(customer) if customer else EXPERIMENT_PREFIX + "%")
         experiments = self.client.search_experiments(
-            filter_string=f"name LIKE {_quoted(EXPERIMENT_PREFIX + '%')}"
+            filter_string=f"name LIKE {_quoted(pattern)}"
         )
         for experiment in experiments:
             runs = _all_pages(
@@ -352,9 +371,10 @@ class MlflowRegistry:
                 "runs",
                 experiment.name,
             )
+        model_pattern = model_name(customer) if customer else MODEL_PREFIX + "%"
         models = _all_pages(
             lambda token: self.client.search_registered_models(
-                filter_string=f"name LIKE {_quoted(MODEL_PREFIX + '%')}", page_token=token
+                filter_string=f"name LIKE {_quoted(model_pattern)}", page_token=token
             )
         )
         for model in models:

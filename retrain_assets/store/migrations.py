@@ -105,6 +105,76 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX model_candidates_customer ON model_candidates (customer, created_at DESC);
     """,
+    # 4: the evaluation gate's verdicts, one row per evaluation (a retry evaluates again)
+    """
+    CREATE TABLE gate_results (
+        id              bigserial PRIMARY KEY,
+        run_key         text NOT NULL,
+        customer        text NOT NULL,
+        passed          boolean NOT NULL,
+        candidate_wape  double precision,
+        reference_wape  double precision,
+        reference       text NOT NULL,
+        champion_version text,
+        margin          double precision NOT NULL,
+        holdout_window  text NOT NULL,
+        rows_scored     integer NOT NULL,
+        reason          text NOT NULL,
+        dagster_run_id  text,
+        evaluated_at    timestamptz NOT NULL DEFAULT clock_timestamp()
+    );
+    CREATE INDEX gate_results_run_key ON gate_results (run_key, id DESC);
+    """,
+    # 5: the retraining policy: per-customer settings, decisions, drift alerts and baselines.
+    """
+    CREATE TABLE retraining_settings (
+        customer            text PRIMARY KEY,
+        schedule_days       integer,
+        min_new_rows        integer,
+        drift_threshold     double precision,
+        min_history_days    integer,
+        drift_recent_days   integer,
+        window_days         integer,
+        updated_by          text NOT NULL,
+        updated_at          timestamptz NOT NULL DEFAULT clock_timestamp()
+    );
+    CREATE TABLE retraining_decisions (
+        id              bigserial PRIMARY KEY,
+        customer        text NOT NULL,
+        policy          text NOT NULL CHECK (policy IN ('schedule', 'volume', 'drift', 'manual')),
+        reason          text NOT NULL,
+        first_day       date NOT NULL,
+        last_day        date NOT NULL,
+        data_versions   jsonb NOT NULL,
+        snapshot_sha    text NOT NULL,
+        decided_by      text NOT NULL,
+        details         jsonb NOT NULL DEFAULT '{}',
+        decided_at      timestamptz NOT NULL DEFAULT clock_timestamp(),
+        dagster_run_id  text
+    );
+    CREATE INDEX retraining_decisions_customer ON retraining_decisions (customer, id DESC);
+    CREATE UNIQUE INDEX retraining_decisions_one_open ON retraining_decisions (customer)
+        WHERE dagster_run_id IS NULL;
+    CREATE TABLE drift_alerts (
+        id              bigserial PRIMARY KEY,
+        customer        text NOT NULL,
+        decision_id     bigint NOT NULL REFERENCES retraining_decisions (id),
+        feature         text NOT NULL,
+        measure         double precision NOT NULL,
+        threshold       double precision NOT NULL,
+        recent_first    date NOT NULL,
+        recent_last     date NOT NULL,
+        detected_at     timestamptz NOT NULL DEFAULT clock_timestamp(),
+        resolved_by     bigint REFERENCES retraining_decisions (id)
+    );
+    CREATE UNIQUE INDEX drift_alerts_one_pending ON drift_alerts (customer)
+        WHERE resolved_by IS NULL;
+    CREATE TABLE drift_baselines (
+        decision_id     bigint PRIMARY KEY REFERENCES retraining_decisions (id),
+        stats           jsonb NOT NULL,
+        computed_at     timestamptz NOT NULL DEFAULT clock_timestamp()
+    );
+    """,
 ]
 
 _LOCK_ID = 7_231_001  # pg_advisory_xact_lock key: one migrator at a time

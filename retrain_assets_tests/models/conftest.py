@@ -1,6 +1,7 @@
 """A world for the model side: published feature snapshots and a real GPU service process."""
 
 import datetime as dt
+import uuid
 from pathlib import Path
 
 import dagster as dg
@@ -23,15 +24,19 @@ TENANTS = (
 
 
 @pytest.fixture
-def model_world(tmp_path: Path, app_db: str, pg_server, monkeypatch: pytest.MonkeyPatch):
-    """Features published for 50 days, a Postgres-backed instance and a GPU service."""
+def model_world(
+    tmp_path: Path, app_db: str, pg_server, mlflow_uri: str, monkeypatch: pytest.MonkeyPatch
+):
+    """Features published for 50 days, a Postgres-backed instance, a GPU service, MLflow."""
     home = tmp_path / "home"
     landing = home / "landing"
     for spec in TENANTS:
         land_tenant(str(landing), spec, [START + dt.timedelta(days=i) for i in range(DAYS)])
     monkeypatch.setenv("RETRAIN_HOME", str(home))
     monkeypatch.setenv("RETRAIN_APP_PG_URL", app_db)
-    monkeypatch.setenv("RETRAIN_CODE_COMMIT", "test-commit")
+    # a commit per test: run keys (and so MLflow runs and versions) never meet across tests
+    monkeypatch.setenv("RETRAIN_CODE_COMMIT", f"test-{uuid.uuid4().hex[:8]}")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_uri)
     monkeypatch.delenv("RETRAIN_LANDING_URL", raising=False)
     monkeypatch.delenv("RETRAIN_STORAGE_URL", raising=False)
     migrate(app_db)
@@ -53,4 +58,7 @@ def model_world(tmp_path: Path, app_db: str, pg_server, monkeypatch: pytest.Monk
             },
         )
         assert result.success
-        yield {"instance": instance, "service": service, "db": app_db, "last_day": last}
+        yield {
+            "instance": instance, "service": service, "db": app_db, "last_day": last,
+            "mlflow_uri": mlflow_uri,
+        }

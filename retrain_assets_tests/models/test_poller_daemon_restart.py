@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import dagster as dg
@@ -50,6 +51,15 @@ def stop_daemon(daemon: subprocess.Popen) -> None:
     daemon.wait()
 
 
+def candidate_runs(instance: dg.DagsterInstance) -> list[dg.DagsterRun]:
+    """Return the runs the poller launched: candidate, its gate and the registration."""
+    return [
+        run for run in instance.get_runs()
+        if run.asset_selection and {k.to_user_string() for k in run.asset_selection}
+        == {"model_candidate", "registered_model"}
+    ]
+
+
 def poll_visits(db: str) -> int:
     return sum(1 for row in history(db, "training", CUSTOMER) if row.state == "POLL_JOB")
 
@@ -64,13 +74,14 @@ def wait_until(condition, seconds: float, what: str, log: Path) -> None:
 
 
 def test_a_killed_daemon_resumes_the_wait_and_fetches_exactly_one_candidate(
-    tmp_path, pg_server, app_db, monkeypatch
+    tmp_path, pg_server, app_db, mlflow_uri, monkeypatch
 ):
     home = tmp_path / "home"
     monkeypatch.setenv("RETRAIN_HOME", str(home))
     monkeypatch.setenv("RETRAIN_PG_URL", pg_server.url)
     monkeypatch.setenv("RETRAIN_POLL_INTERVAL_SECONDS", "2")
-    monkeypatch.setenv("RETRAIN_CODE_COMMIT", "test-commit")
+    monkeypatch.setenv("RETRAIN_CODE_COMMIT", f"test-{uuid.uuid4().hex[:8]}")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_uri)
     for name in ("RETRAIN_LANDING_URL", "RETRAIN_STORAGE_URL", "RETRAIN_APP_PG_URL"):
         monkeypatch.delenv(name, raising=False)
     ensure_database(pg_server, "dagster")
@@ -120,16 +131,16 @@ def test_a_killed_daemon_resumes_the_wait_and_fetches_exactly_one_candidate(
                     lambda: pointer(db, "training", CUSTOMER).state == "DONE", 180,
                     "the candidate fetched by a daemon-launched run", log,
                 )
+                wait_until(
+                    lambda: any(r.is_finished for r in candidate_runs(instance)), 120,
+                    "the candidate run (gate and registration included) to finish", log,
+                )
             finally:
                 stop_daemon(daemon)
 
-            candidate_runs = [
-                run for run in instance.get_runs()
-                if run.asset_selection and {k.to_user_string() for k in run.asset_selection}
-                == {"model_candidate"}
-            ]
-            assert len(candidate_runs) == 1
-            assert candidate_runs[0].tags["customer"] == CUSTOMER
+            runs = candidate_runs(instance)
+            assert len(runs) == 1
+            assert runs[0].tags["customer"] == CUSTOMER
             assert CandidateTable(db, storage_root()).count_for(key) == 1
             job = service.client().find(key)
             assert job is not None and len(service.job(job.id)["runs"]) == 1

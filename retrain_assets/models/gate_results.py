@@ -1,0 +1,72 @@
+"""The evaluation gate's verdicts, kept per run key in the project database.
+
+Dagster blocks a failing check's downstream assets only inside the run that evaluated it; a
+later run that targets `registered_model` alone reads the verdict from here instead, so a
+candidate that never passed can never be registered by going around the check.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from dataclasses import dataclass
+
+from retrain_assets.store.database import transaction
+
+
+@dataclass(frozen=True)
+class GateResult:
+    """One evaluation of one candidate (a retried run evaluates again and appends)."""
+
+    run_key: str
+    customer: str
+    passed: bool
+    candidate_wape: float | None
+    reference_wape: float | None
+    reference: str
+    champion_version: str | None
+    margin: float
+    holdout_window: str
+    rows_scored: int
+    reason: str
+    dagster_run_id: str | None = None
+    evaluated_at: dt.datetime | None = None
+
+
+_COLUMNS = (
+    "run_key, customer, passed, candidate_wape, reference_wape, reference, champion_version,"
+    " margin, holdout_window, rows_scored, reason, dagster_run_id"
+)
+
+
+def _finite(value: float | None) -> float | None:
+    """Store NaN/inf (an unscorable forecast) as NULL: the reason says why."""
+    return value if value is not None and math.isfinite(value) else None
+
+
+def record_gate_result(url: str, result: GateResult) -> None:
+    """Append one verdict."""
+    with transaction(url) as cur:
+        cur.execute(
+            f"INSERT INTO gate_results ({_COLUMNS}) VALUES"
+            " (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            (
+                result.run_key, result.customer, result.passed,
+                _finite(result.candidate_wape), _finite(result.reference_wape),
+                result.reference, result.champion_version, result.margin,
+                result.holdout_window, result.rows_scored, result.reason,
+                result.dagster_run_id,
+            ),
+        )
+
+
+def latest_gate_result(url: str, run_key: str) -> GateResult | None:
+    """Return the latest verdict for a run key, or None when it was never evaluated."""
+    with transaction(url) as cur:
+        cur.execute(
+            f"SELECT {_COLUMNS}, evaluated_at FROM gate_results WHERE run_key = %s"
+            " ORDER BY id DESC LIMIT 1",
+            (run_key,),
+        )
+        row = cur.fetchone()
+    return GateResult(*row) if row else None

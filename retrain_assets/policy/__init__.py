@@ -1,0 +1,1 @@
+"""The retraining policy: decides, per customer, when to train, and records every decision."""

@@ -1,0 +1,53 @@
+"""Turning open decisions into `training_job` run requests, exactly once per decision.
+
+The decision id is the request's `run_key`, so Dagster itself never launches two runs for one
+decision; a decision whose run exists (found by its tag) is marked as taken and not requested
+again. An open decision left by a tick that died before its request was launched is simply
+requested by the next tick.
+"""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from retrain_assets.policy.decisions import Decision, mark_launched
+
+DECISION_TAG = "retrain/decision_id"
+POLICY_TAG = "retrain/policy"
+TRAINING_JOB_KEY = dg.AssetKey("training_job")
+
+
+def training_request(decision: Decision) -> dg.RunRequest:
+    """Return the run request that trains a decision's snapshot."""
+    ref = decision.snapshot
+    config = {
+        "first_day": ref.first_day.isoformat(),
+        "last_day": ref.last_day.isoformat(),
+        "data_versions": ref.data_versions,
+        "decision_id": decision.id,
+    }
+    return dg.RunRequest(
+        run_key=decision.run_key,
+        asset_selection=[TRAINING_JOB_KEY],
+        partition_key=decision.customer,
+        run_config={"ops": {"training_job": {"config": config}}},
+        tags={
+            "customer": decision.customer,
+            DECISION_TAG: str(decision.id),
+            POLICY_TAG: decision.policy,
+        },
+    )
+
+
+def requests_for_open(
+    url: str, instance: dg.DagsterInstance, opened: list[Decision]
+) -> list[dg.RunRequest]:
+    """Mark open decisions whose run exists; return requests for the others."""
+    if not opened:
+        return []
+    runs = instance.get_runs(
+        filters=dg.RunsFilter(tags={DECISION_TAG: [str(d.id) for d in opened]})
+    )
+    launched = {int(run.tags[DECISION_TAG]): run.run_id for run in runs}
+    mark_launched(url, launched)
+    return [training_request(d) for d in opened if d.id not in launched]

@@ -1,0 +1,141 @@
+"""`retraining_policy`: the only thing that starts training on its own.
+
+Each tick reads the published snapshots, every customer's last decision, its settings and
+whether it is busy; it records a decision (with its reason and snapshot) or a drift alert, or
+says why it skipped, and requests `training_job` for every decision not yet launched.
+"""
+
+import datetime as dt
+import os
+import time
+
+import dagster as dg
+
+from retrain_assets.customers import CUSTOMERS
+from retrain_assets.features.parquet_store import PartitionStorage
+from retrain_assets.models.training_job_asset import training_job
+from retrain_assets.policy.alerts import pending_alerts, raise_alert
+from retrain_assets.policy.busy import busy_customers
+from retrain_assets.policy.decisions import (
+    Decision,
+    DecisionRefused,
+    latest_decisions,
+    open_decisions,
+    record_decision,
+)
+from retrain_assets.policy.dispatch import DECISION_TAG, requests_for_open, training_request
+from retrain_assets.policy.drift import DayFrames, DriftMeasure, baseline_stats, measure_drift
+from retrain_assets.policy.evaluate import Outcome, evaluate
+from retrain_assets.policy.history import Published, choose_window
+from retrain_assets.policy.settings import DEFAULTS, all_settings
+from retrain_assets.store.resource import ProjectDatabase
+from retrain_assets.store.snapshots import latest_snapshots
+
+DECIDED_BY = "retraining_policy sensor"
+TICK_BUDGET_SECONDS = 40.0  # Dagster cancels a sensor evaluation after 60 s
+SHOWN_REASONS = 20
+
+
+def policy_interval_seconds() -> int:
+    """Return the tick interval (RETRAIN_POLICY_INTERVAL_SECONDS, default 300).
+
+    Raises:
+        ValueError: the variable is not a positive whole number.
+    """
+    text = os.environ.get("RETRAIN_POLICY_INTERVAL_SECONDS", "300")
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(
+            f"RETRAIN_POLICY_INTERVAL_SECONDS must be a positive whole number, not {text!r}"
+        )
+    return int(text)
+
+
+@dg.sensor(
+    minimum_interval_seconds=policy_interval_seconds(),
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    asset_selection=[training_job],
+    description="Decides per customer (schedule, new-data volume, approved drift) when to "
+    "train; records each decision and requests training_job with the decision id as run_key.",
+)
+def retraining_policy(
+    context: dg.SensorEvaluationContext,
+    project_db: ProjectDatabase,
+    partition_storage: PartitionStorage,
+) -> dg.SensorResult:
+    """Decide for every customer; request training for every decision not yet launched."""
+    started = time.monotonic()
+    url, instance = project_db.connection_url(), context.instance
+    requests = requests_for_open(url, instance, open_decisions(url))
+    published = latest_snapshots(url)
+    customers = sorted(instance.get_dynamic_partitions(CUSTOMERS.name))
+    if not published or not customers:
+        what = "feature snapshot is published" if not published else "customer is known"
+        return dg.SensorResult(run_requests=requests, skip_reason=f"no {what} yet")
+    busy = busy_customers(url, instance)
+    for request in requests:
+        decision_id = request.tags[DECISION_TAG]
+        busy.setdefault(str(request.partition_key), f"decision {decision_id} waiting for its run")
+    latest, alerts, settings = latest_decisions(url), pending_alerts(url), all_settings(url)
+    frames = DayFrames(partition_storage.store())
+
+    def drift_of(last: Decision, recent: list[dt.date]) -> DriftMeasure:
+        window = sorted(dt.date.fromisoformat(d) for d in last.data_versions)
+        baseline = baseline_stats(url, last.id, last.customer, window, frames)
+        return measure_drift(baseline, last.customer, recent, frames)
+
+    reasons: list[str] = []
+    now = dt.datetime.now(dt.UTC)
+    for customer in customers:
+        if time.monotonic() - started > TICK_BUDGET_SECONDS:
+            reasons.append(f"{customer}: deferred to the next tick (tick budget used)")
+            continue
+        choice = settings.get(customer, DEFAULTS)
+        try:
+            outcome = evaluate(
+                customer, choice, published, latest.get(customer), alerts.get(customer),
+                busy.get(customer), now, drift_of,
+            )
+            line = _act(context, url, customer, outcome, published, choice.window_days, requests)
+        except Exception as err:  # one customer's failure must not stop the others' decisions
+            context.log.error(f"{customer}: the policy could not evaluate: {err!r}")
+            line = f"{customer}: error: {err}"
+        reasons.append(line)
+    context.log.info(f"{len(requests)} training request(s); " + "; ".join(reasons))
+    if requests:
+        return dg.SensorResult(run_requests=requests)
+    shown = reasons[:SHOWN_REASONS]
+    more = len(reasons) - len(shown)
+    return dg.SensorResult(
+        skip_reason="; ".join(shown) + (f"; ... and {more} more (see the tick log)" if more else "")
+    )
+
+
+def _act(
+    context: dg.SensorEvaluationContext,
+    url: str,
+    customer: str,
+    outcome: Outcome,
+    published: Published,
+    window_days: int,
+    requests: list[dg.RunRequest],
+) -> str:
+    """Carry out one outcome; return the line that says what happened."""
+    if outcome.action == "alert" and outcome.drift is not None:
+        alert = raise_alert(
+            url, customer, int(outcome.details["decision_id"]), outcome.drift,
+            float(outcome.details["threshold"]),
+        )
+        context.log.warning(f"{customer}: drift alert {alert.id}: {outcome.reason}")
+        return f"{customer}: {outcome.reason}"
+    if outcome.action == "skip" or outcome.policy is None:
+        return f"{customer}: {outcome.reason}"
+    ref = choose_window(published, window_days)
+    try:
+        decision = record_decision(
+            url, customer, outcome.policy, outcome.reason, ref, DECIDED_BY, outcome.details
+        )
+    except DecisionRefused as err:  # another evaluation decided for it a moment ago
+        return f"{customer}: {err}"
+    requests.append(training_request(decision))
+    context.log.info(f"{customer}: decision {decision.id} ({decision.policy}): {outcome.reason}")
+    return f"{customer}: decision {decision.id}: {outcome.reason}"
