@@ -59,6 +59,59 @@ def _diagram(args: argparse.Namespace) -> int:
     return 0
 
 
+def _audit(args: argparse.Namespace) -> int:
+    from retrain_assets.registry.mlflow_registry import MlflowRegistry
+    from retrain_assets.settings import mlflow_tracking_uri
+
+    uri = args.tracking_uri or mlflow_tracking_uri()
+    problems = MlflowRegistry(uri).audit(args.customer)
+    for problem in problems:
+        print(problem.message)
+    scope = f"customer {args.customer}" if args.customer else "every customer"
+    if problems:
+        keys = sorted({problem.run_key for problem in problems})
+        print(f"{len(keys)} run key(s) duplicated in MLflow at {uri} ({scope})", file=sys.stderr)
+        return 1
+    print(f"no run key has more than one candidate run or registered version ({scope}, {uri})")
+    return 0
+
+
+def _decisions(args: argparse.Namespace) -> int:
+    from retrain_assets.policy.commands import decision_lines
+    from retrain_assets.store.resource import ProjectDatabase
+
+    url = ProjectDatabase().connection_url()
+    print("\n".join(decision_lines(url, args.customer, args.limit)))
+    return 0
+
+
+_POLICY_OPTIONS = {  # CLI flag -> (setting, type)
+    "--schedule-days": ("schedule_days", int),
+    "--min-new-rows": ("min_new_rows", int),
+    "--drift-threshold": ("drift_threshold", float),
+    "--min-history-days": ("min_history_days", int),
+    "--drift-recent-days": ("drift_recent_days", int),
+    "--window-days": ("window_days", int),
+}
+
+
+def _policy(args: argparse.Namespace) -> int:
+    from retrain_assets.policy.commands import apply_settings, settings_lines
+    from retrain_assets.store.resource import ProjectDatabase
+
+    url = ProjectDatabase().connection_url()
+    if args.action == "show":
+        print("\n".join(settings_lines(url, args.customer)))
+        return 0
+    changes = {
+        name: getattr(args, name)
+        for name, _ in _POLICY_OPTIONS.values()
+        if getattr(args, name) is not None
+    }
+    print(apply_settings(url, args.customer, changes, "retrain-assets policy set"))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the argument parser for every subcommand."""
     parser = argparse.ArgumentParser(prog="retrain-assets", description=__doc__)
@@ -86,6 +139,29 @@ def build_parser() -> argparse.ArgumentParser:
     diagram = sub.add_parser("diagram", help="print a state machine as Mermaid, from its table")
     diagram.add_argument("machine", choices=["training"])
     diagram.set_defaults(handler=_diagram)
+    audit = sub.add_parser(
+        "audit",
+        help="list run keys with two MLflow candidate runs or registered versions; exit 1 if any",
+    )
+    audit.add_argument("--customer", default=None, help="audit one customer only")
+    audit.add_argument(
+        "--tracking-uri", default=None, help="default: $MLFLOW_TRACKING_URI, else the local server"
+    )
+    audit.set_defaults(handler=_audit)
+    decisions = sub.add_parser("decisions", help="list retraining decisions, newest first")
+    decisions.add_argument("--customer", default=None, help="one customer's decisions only")
+    decisions.add_argument("--limit", type=int, default=50, help="at most this many (50)")
+    decisions.set_defaults(handler=_decisions)
+    policy = sub.add_parser("policy", help="the retraining policy's per-customer settings")
+    policy_sub = policy.add_subparsers(dest="action", required=True)
+    show = policy_sub.add_parser("show", help="effective settings; * marks an override")
+    show.add_argument("customer", nargs="?", default=None)
+    show.set_defaults(handler=_policy)
+    set_ = policy_sub.add_parser("set", help="override some of a customer's settings")
+    set_.add_argument("customer")
+    for flag, (name, kind) in _POLICY_OPTIONS.items():
+        set_.add_argument(flag, dest=name, type=kind, default=None)
+    set_.set_defaults(handler=_policy)
     return parser
 
 

@@ -14,6 +14,8 @@ from retrain_assets.models.model_candidate_asset import model_candidate
 from retrain_assets.models.registered_model_asset import registered_model
 from retrain_assets.models.resources import GpuServiceResource
 from retrain_assets.models.training_job_asset import training_job
+from retrain_assets.policy.approval import approve_drift_retraining
+from retrain_assets.policy.retraining_policy import retraining_policy
 from retrain_assets.registry.audit_check import one_version_per_run_key
 from retrain_assets.registry.resource import MlflowRegistryResource
 from retrain_assets.store.resource import ProjectDatabase
@@ -36,9 +38,10 @@ def build_definitions() -> dg.Definitions:
                 FEATURES_JOB,
                 selection=dg.AssetSelection.groups("features"),
                 description="The data side only: sales and store_day_features for a day range.",
-            )
+            ),
+            approve_drift_retraining,
         ],
-        sensors=[customer_discovery, gpu_job_poller],
+        sensors=[customer_discovery, gpu_job_poller, retraining_policy],
         resources={
             "project_db": ProjectDatabase(),
             "partition_storage": storage,

@@ -140,6 +140,14 @@ class RunningPlatform:
                     return token
         pytest.fail("no child of `up` has RETRAIN_GPU_TOKEN")
 
+    def environment(self) -> dict[str, str]:
+        """Return the environment `up` gave dagster-daemon (database URLs, DAGSTER_HOME, ...)."""
+        for child in self.children():
+            with contextlib.suppress(psutil.NoSuchProcess):
+                if "dagster-daemon" in " ".join(child.cmdline()):
+                    return child.environ()
+        pytest.fail("no dagster-daemon among the children of `up`")
+
     def stop(self) -> int:
         """SIGTERM `up` and return its exit code."""
         self.process.send_signal(signal.SIGTERM)
@@ -147,12 +155,18 @@ class RunningPlatform:
 
 
 @contextlib.contextmanager
-def running_platform(tmp_path: Path) -> Iterator[RunningPlatform]:
-    """Start `retrain-assets up` in a fresh RETRAIN_HOME on a free port; kill what is left."""
+def running_platform(
+    tmp_path: Path, env: dict[str, str] | None = None
+) -> Iterator[RunningPlatform]:
+    """Start `retrain-assets up` in a fresh RETRAIN_HOME on a free port; kill what is left.
+
+    `env` adds variables (e.g. short sensor intervals) to what `up` and its processes get.
+    """
     home, port, output = tmp_path / "home", free_port(), tmp_path / "up.out"
     with output.open("wb") as out:
         process = subprocess.Popen(
-            UP, env=up_environment(home, port), stdout=out, stderr=subprocess.STDOUT
+            UP, env={**up_environment(home, port), **(env or {})}, stdout=out,
+            stderr=subprocess.STDOUT,
         )
     children: list[psutil.Process] = []
     try:
@@ -176,3 +190,40 @@ def running_platform(tmp_path: Path) -> Iterator[RunningPlatform]:
         for child in children:
             with contextlib.suppress(psutil.NoSuchProcess):
                 child.kill()
+
+
+WEBSERVER = str(Path(sys.executable).parent / "dagster-webserver")
+WORKSPACE = Path(__file__).resolve().parents[1] / "workspace.yaml"
+
+
+@contextlib.contextmanager
+def running_webserver(env: dict[str, str], log: Path) -> Iterator[int]:
+    """Start dagster-webserver on the repository's workspace with `env`; yield its port.
+
+    For tests that made runs in-process on a Postgres instance and then read them the way the
+    UI does. Its code server is in its own process group, which is killed afterwards.
+    """
+    port = free_port()
+    argv = [WEBSERVER, "-h", "127.0.0.1", "-p", str(port), "-w", str(WORKSPACE)]
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            argv, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    try:
+        deadline = time.monotonic() + STARTUP_SECONDS
+        while True:
+            assert process.poll() is None, f"webserver exited:\n{log.read_text()}"
+            assert time.monotonic() < deadline, f"webserver never answered:\n{log.read_text()}"
+            with contextlib.suppress(requests.RequestException):
+                if graphql(port, "{ version }")["version"]:
+                    break
+            time.sleep(0.5)
+        yield port
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=STOP_SECONDS)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()

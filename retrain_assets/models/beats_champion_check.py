@@ -88,7 +88,7 @@ def beats_champion(
             champion_version=loaded[0] if loaded is not None else None,
             margin=margin, holdout_window=str(shown["holdout_window"]),
             rows_scored=int(shown["rows_scored"]), reason=verdict.reason,
-            dagster_run_id=context.run_id,
+            dagster_run_id=context.run.run_id,
         ),
     )
     _log_to_mlflow(registry, customer, key, verdict.passed, shown)

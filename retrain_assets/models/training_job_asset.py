@@ -19,6 +19,7 @@ from retrain_assets.models.export import LABEL, MODEL_FEATURES, export_customer,
 from retrain_assets.models.resources import GpuServiceResource, training_services
 from retrain_assets.models.run_key import code_commit, run_key
 from retrain_assets.models.snapshot_ref import resolve_snapshot
+from retrain_assets.policy.run_decision import claim_for_run, manual_decision, policy_window
 from retrain_assets.store.resource import ProjectDatabase
 
 
@@ -38,7 +39,14 @@ class FaultsConfig(dg.Config):
 class TrainingJobConfig(dg.Config):
     """The snapshot to read and the training settings; the decision fills these in."""
 
-    first_day: str | None = Field(None, description="First snapshot day (default: window end - 89)")
+    decision_id: int | None = Field(
+        None,
+        description="The retraining decision this run trains for (set by retraining_policy); "
+        "without one, the run records a manual decision",
+    )
+    first_day: str | None = Field(
+        None, description="First snapshot day (default: the policy's choice, see README)"
+    )
     last_day: str | None = Field(None, description="Last snapshot day (default: latest published)")
     data_versions: dict[str, str] = Field(
         default_factory=dict, description="Expected data version per day; a change refuses"
@@ -87,9 +95,21 @@ def training_job(
 ) -> dg.MaterializeResult:
     """Run the training machine up to POLL_JOB for this customer and snapshot."""
     customer, db_url = context.partition_key, project_db.connection_url()
-    ref = resolve_snapshot(
-        db_url, _day(config.first_day), _day(config.last_day), config.data_versions or None, 90
-    )
+    decision = None
+    if config.decision_id is not None:
+        requested = (config.first_day, config.last_day, config.data_versions)
+        decision = claim_for_run(db_url, customer, config.decision_id, requested, context.run)
+        chosen = decision.snapshot
+        ref = resolve_snapshot(
+            db_url, chosen.first_day, chosen.last_day, chosen.data_versions, 90
+        )
+    elif config.first_day or config.last_day or config.data_versions:
+        ref = resolve_snapshot(
+            db_url, _day(config.first_day), _day(config.last_day),
+            config.data_versions or None, 90,
+        )
+    else:  # no snapshot named: the one the policy would choose for this customer now
+        ref = policy_window(db_url, customer)
     key = run_key(ref.sha, FEATURE_VERSION, config.training_config(), code_commit())
     exported = export_customer(
         partition_storage.store(), customer, ref, config.holdout_days,
@@ -106,6 +126,9 @@ def training_job(
     }
     machine = training_machine()
     start_training(db_url, customer, key, spec, machine=machine, retry=True)
+    if decision is None:  # started (not refused as busy), not submitted yet: record it now
+        decision = manual_decision(db_url, customer, ref, context.run)
+    context.log.info(f"decision {decision.id} ({decision.policy}): {decision.reason}")
     result = advance(db_url, machine, customer, training_services(db_url, gpu_service.client()))
     pointer = result.pointer
     if pointer is None:
@@ -116,6 +139,9 @@ def training_job(
     return dg.MaterializeResult(
         metadata={
             "run_key": key,
+            "decision_id": decision.id,
+            "decision_policy": decision.policy,
+            "decided_by": decision.decided_by,
             "job_id": str(pointer.payload.get(JOB_ID)),
             "machine_state": pointer.state,
             "snapshot": dg.MetadataValue.json(ref.as_metadata()),

@@ -181,3 +181,17 @@ def claim_decision(
                 (run_id, decision_id),
             )
         return decision
+
+
+def decision_of_runs(url: str, customer: str, run_ids: set[str]) -> Decision | None:
+    """Return the customer's decision taken up by one of these runs (a re-execution's lineage)."""
+    if not run_ids:
+        return None
+    with transaction(url) as cur:
+        cur.execute(
+            f"SELECT {_COLUMNS} FROM retraining_decisions WHERE customer = %s"
+            " AND dagster_run_id = ANY(%s) ORDER BY id DESC LIMIT 1",
+            (customer, sorted(run_ids)),
+        )
+        row = cur.fetchone()
+    return Decision(*row) if row else None

@@ -60,5 +60,5 @@ def model_world(
         assert result.success
         yield {
             "instance": instance, "service": service, "db": app_db, "last_day": last,
-            "mlflow_uri": mlflow_uri,
+            "mlflow_uri": mlflow_uri, "home": home,
         }

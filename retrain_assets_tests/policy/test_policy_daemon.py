@@ -1,0 +1,290 @@
+"""The retraining policy through the real platform: `retrain-assets up`, its daemon, Postgres.
+
+One platform for the module (starting one costs most of the time). The fixture publishes
+the three demo tenants' history and lets the policy make their first decisions; the tests
+then follow one another in the order a day of operations would: a backfill, new days, a tick
+evaluated twice, drift with its approval, a person training from the UI.
+
+Settings (through the CLI): northwind-us and lindenhof-de need 34 days of history, sakura-jp
+needs 60 (so it stays "not enough history"); every customer retrains at 1,000 new rows, which
+a week of northwind-us crosses (240 rows a day) and a week of lindenhof-de does not (100);
+lindenhof-de's drift threshold is so low that any new week asks for approval.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from retrain_assets.features.parquet_store import PartitionStorage
+from retrain_assets.policy.retraining_policy import retraining_policy
+from retrain_assets.store.resource import ProjectDatabase
+from retrain_assets_tests.running_platform import RunningPlatform, running_platform, up_environment
+from retrain_assets_tests.test_feature_backfill import (
+    RUNS,
+    days,
+    launch_backfill,
+    wait_for_backfill,
+    wait_for_customers,
+)
+
+pytestmark = pytest.mark.system
+
+CLI = str(Path(sys.executable).parent / "retrain-assets")
+BIG, MID, SMALL = "northwind-us", "lindenhof-de", "sakura-jp"  # 240, 100, 45 rows a day
+HISTORY = days(29, 31, "2026-01") + days(1, 28, "2026-02") + days(1, 3, "2026-03")
+NEW_WEEK = days(4, 10, "2026-03")
+SENSOR = """
+query Sensor($selector: SensorSelector!) {
+  sensorOrError(sensorSelector: $selector) {
+    ... on Sensor { id sensorState { ticks(limit: 20) { timestamp status skipReason runIds } } }
+  }
+}
+"""
+STOP = """
+mutation Stop($id: String!) {
+  stopSensor(id: $id) { __typename ... on PythonError { message } }
+}
+"""
+START = """
+mutation Start($selector: SensorSelector!) {
+  startSensor(sensorSelector: $selector) { __typename ... on PythonError { message } }
+}
+"""
+LAUNCH_RUN = """
+mutation Launch($params: ExecutionParams!) {
+  launchRun(executionParams: $params) {
+    __typename
+    ... on LaunchRunSuccess { run { runId } }
+    ... on PythonError { message }
+    ... on RunConfigValidationInvalid { errors { message } }
+  }
+}
+"""
+SELECTOR = {
+    "repositoryLocationName": "retrain_assets",
+    "repositoryName": "__repository__",
+    "sensorName": "retraining_policy",
+}
+
+
+def wait_until(condition: Callable[[], object], seconds: float, what: str) -> None:
+    """Poll `condition` until it is true; fail naming `what` when it never is."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what} did not happen within {seconds} s")
+        time.sleep(0.5)
+
+
+def decisions(platform: RunningPlatform) -> list[tuple]:
+    """Return (id, customer, policy, decided_by, dagster_run_id) of every decision."""
+    return platform.query(
+        "app",
+        "SELECT id, customer, policy, decided_by, dagster_run_id FROM retraining_decisions "
+        "ORDER BY id",
+    )
+
+
+def training_runs(platform: RunningPlatform) -> list[dict]:
+    """Return every run that targets training_job, with its tags as a dict."""
+    runs = platform.graphql(RUNS)["runsOrError"]["results"]
+    found = []
+    for run in runs:
+        if {"training_job"} == {k["path"][-1] for k in run["assetSelection"] or []}:
+            found.append({**run, "tags": {t["key"]: t["value"] for t in run["tags"]}})
+    return found
+
+
+def machine_state(platform: RunningPlatform, customer: str) -> str | None:
+    rows = platform.query(
+        "app",
+        "SELECT state FROM machine_pointers WHERE machine = 'training' AND customer = %s",
+        (customer,),
+    )
+    return rows[0][0] if rows else None
+
+
+def ticks(platform: RunningPlatform) -> list[dict]:
+    """Return the policy sensor's latest ticks, newest first, as the UI shows them."""
+    sensor = platform.graphql(SENSOR, {"selector": SELECTOR})["sensorOrError"]
+    return sensor["sensorState"]["ticks"]
+
+
+def wait_for_ticks(platform: RunningPlatform, after: float, count: int = 3) -> list[dict]:
+    """Wait until the sensor has ticked `count` times after the epoch time `after`."""
+    wait_until(
+        lambda: sum(t["timestamp"] > after for t in ticks(platform)) >= count, 60,
+        f"{count} policy ticks",
+    )
+    return [t for t in ticks(platform) if t["timestamp"] > after]
+
+
+def cli(platform: RunningPlatform, *args: str) -> subprocess.CompletedProcess:
+    """Run `retrain-assets` against the platform's databases, as an operator would."""
+    env = {**up_environment(platform.home, platform.port), **platform.environment()}
+    return subprocess.run([CLI, *args], env=env, capture_output=True, text=True, timeout=60)
+
+
+def launch_run(platform: RunningPlatform, job: str, customer: str, assets: list | None = None):
+    """Launch a run for one customer partition through GraphQL, as the UI's launchpad does."""
+    selector = {
+        "repositoryLocationName": "retrain_assets", "repositoryName": "__repository__",
+        "pipelineName": job,
+    }
+    if assets:
+        selector["assetSelection"] = [{"path": [a]} for a in assets]
+    params = {
+        "selector": selector,
+        "runConfigData": {},
+        "executionMetadata": {"tags": [{"key": "dagster/partition", "value": customer}]},
+    }
+    result = platform.graphql(LAUNCH_RUN, {"params": params})["launchRun"]
+    assert result["__typename"] == "LaunchRunSuccess", result
+    return result["run"]["runId"]
+
+
+@pytest.fixture(scope="module")
+def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningPlatform]:
+    """The platform with history published and the first decisions trained."""
+    fast = {"RETRAIN_POLICY_INTERVAL_SECONDS": "2", "RETRAIN_POLL_INTERVAL_SECONDS": "2"}
+    with running_platform(tmp_path_factory.mktemp("policy"), env=fast) as running:
+        wait_for_customers(running, 3)
+        # 34 = all of HISTORY: no tick sees a half-published history as enough
+        for customer, history in ((BIG, 34), (MID, 34), (SMALL, 60)):
+            done = cli(running, "policy", "set", customer, "--min-history-days", str(history),
+                       "--min-new-rows", "1000")
+            assert done.returncode == 0, done.stderr
+        done = cli(running, "policy", "set", MID, "--drift-threshold", "0.01")
+        assert done.returncode == 0, done.stderr
+        sales_days = days(1, 31, "2026-01") + days(1, 28, "2026-02") + days(1, 10, "2026-03")
+        wait_for_backfill(running, launch_backfill(running, ["sales"], sales_days))
+        wait_for_backfill(running, launch_backfill(running, ["store_day_features"], HISTORY))
+        wait_until(lambda: {(c, p) for _, c, p, _, _ in decisions(running)}
+                   == {(BIG, "schedule"), (MID, "schedule")}, 60, "the first decisions")
+        wait_until(lambda: machine_state(running, BIG) == machine_state(running, MID) == "DONE",
+                   150, "the first trainings")
+        yield running
+
+
+def test_first_decisions_need_history_and_are_launched_once(platform):
+    rows = decisions(platform)
+    assert [(c, p, by) for _, c, p, by, _ in rows] == [
+        (c, "schedule", "retraining_policy sensor") for c in sorted([BIG, MID])
+    ]
+    runs = training_runs(platform)
+    assert sorted(r["tags"]["retrain/decision_id"] for r in runs) == sorted(
+        str(i) for i, *_ in rows
+    )
+    assert {r["runId"] for r in runs} == {run_id for *_, run_id in rows}
+    assert {r["tags"]["dagster/run_key"] for r in runs} == {f"decision-{i}" for i, *_ in rows}
+    latest = ticks(platform)[0]["skipReason"] or ""
+    assert f"{SMALL}: not enough history yet: 34 of 60 days" in latest
+
+
+def test_a_backfill_over_a_week_of_features_makes_no_decision_and_no_model_run(platform):
+    before_decisions, before_runs = decisions(platform), training_runs(platform)
+    backfill = launch_backfill(platform, ["store_day_features"], days(1, 7, "2026-02"))
+    wait_for_backfill(platform, backfill)
+    republished = platform.query(
+        "app", "SELECT count(*) FROM feature_snapshots WHERE backfill_id = %s", (backfill,)
+    )[0][0]
+    assert republished == 7
+    after = wait_for_ticks(platform, time.time())
+    assert decisions(platform) == before_decisions
+    assert training_runs(platform) == before_runs
+    # Counted, the week would be 1,680 new rows for northwind-us and 700 for lindenhof-de.
+    assert f"{BIG}: nothing due" in after[0]["skipReason"]
+    assert "0 of 1000 new rows" in after[0]["skipReason"]
+
+
+def test_new_days_crossing_the_volume_threshold_make_one_decision_and_one_run(platform):
+    before = {i for i, *_ in decisions(platform)}
+    wait_for_backfill(platform, launch_backfill(platform, ["store_day_features"], NEW_WEEK))
+    wait_until(lambda: len(decisions(platform)) > len(before), 30, "a volume decision")
+    wait_for_ticks(platform, time.time())
+    new = [row for row in decisions(platform) if row[0] not in before]
+    assert [(c, p) for _, c, p, _, _ in new] == [(BIG, "volume")]
+    decision_id = new[0][0]
+    wait_until(lambda: any(r["tags"].get("retrain/decision_id") == str(decision_id)
+                           for r in training_runs(platform)), 30, "the decision's run")
+    runs = [r for r in training_runs(platform)
+            if r["tags"].get("retrain/decision_id") == str(decision_id)]
+    assert len(runs) == 1 and runs[0]["tags"]["dagster/partition"] == BIG
+    assert runs[0]["tags"]["retrain/policy"] == "volume"
+    reasons = ticks(platform)[0]["skipReason"] or ""
+    assert f"{SMALL}: not enough history yet: 41 of 60" in reasons
+
+
+def test_the_same_tick_evaluated_twice_requests_one_run(platform):
+    """A tick whose requests were lost (the daemon died) and then evaluated again."""
+    done = cli(platform, "policy", "set", SMALL, "--min-history-days", "30")
+    assert done.returncode == 0, done.stderr
+    sensor = platform.graphql(SENSOR, {"selector": SELECTOR})["sensorOrError"]
+    stopped = platform.graphql(STOP, {"id": sensor["id"]})["stopSensor"]
+    assert stopped["__typename"] == "StopSensorMutationResult", stopped
+    env = platform.environment()
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in env.items():
+            if key.startswith("RETRAIN_") or key == "DAGSTER_HOME":
+                patch.setenv(key, value)
+        with dg.DagsterInstance.get() as instance:
+            resources = {"project_db": ProjectDatabase(), "partition_storage": PartitionStorage()}
+            first = retraining_policy(dg.build_sensor_context(instance, resources=resources))
+            again = retraining_policy(dg.build_sensor_context(instance, resources=resources))
+    mine = [r for r in first.run_requests if r.partition_key == SMALL]
+    assert len(mine) == 1
+    assert [r.run_key for r in again.run_requests if r.partition_key == SMALL] == [mine[0].run_key]
+    ours = [row for row in decisions(platform) if row[1] == SMALL]
+    assert len(ours) == 1 and ours[0][4] is None  # decided once, not launched yet
+
+    started = platform.graphql(START, {"selector": SELECTOR})["startSensor"]
+    assert started["__typename"] == "Sensor", started
+    wait_until(lambda: any(
+        r["tags"].get("retrain/decision_id") == str(ours[0][0]) for r in training_runs(platform)
+    ), 30, "the daemon launching the decision")
+    wait_for_ticks(platform, time.time())
+    runs = [r for r in training_runs(platform)
+            if r["tags"].get("retrain/decision_id") == str(ours[0][0])]
+    assert len(runs) == 1 and runs[0]["tags"]["dagster/run_key"] == mine[0].run_key
+    assert len([row for row in decisions(platform) if row[1] == SMALL]) == 1
+
+
+def test_drift_waits_for_approval_and_the_approval_is_one_decision(platform):
+    alerts = platform.query("app", "SELECT id, customer FROM drift_alerts")
+    assert [c for _, c in alerts] == [MID]  # raised when the new week landed
+    assert [row for row in decisions(platform) if row[1] == MID and row[2] != "schedule"] == []
+    reasons = ticks(platform)[0]["skipReason"] or ""
+    assert "waiting for approval" in reasons and "approve_drift_retraining" in reasons
+
+    launch_run(platform, "approve_drift_retraining", MID)
+    wait_until(lambda: any(row[1] == MID and row[2] == "drift" for row in decisions(platform)),
+               60, "the approval's decision")
+    wait_for_ticks(platform, time.time())
+    drift = [row for row in decisions(platform) if row[1] == MID and row[2] == "drift"]
+    assert len(drift) == 1 and drift[0][3] == "approval via the Dagster UI"
+    runs = [r for r in training_runs(platform)
+            if r["tags"].get("retrain/decision_id") == str(drift[0][0])]
+    assert len(runs) == 1
+    resolved = platform.query("app", "SELECT resolved_by FROM drift_alerts")
+    assert resolved == [(drift[0][0],)]
+
+
+def test_a_manual_materialization_is_recorded_as_a_manual_decision(platform):
+    wait_until(lambda: machine_state(platform, BIG) == "DONE", 120, "northwind's training")
+    run_id = launch_run(platform, "__ASSET_JOB", BIG, ["training_job"])
+    wait_until(lambda: any(row[4] == run_id for row in decisions(platform)), 60,
+               "the manual decision")
+    manual = [row for row in decisions(platform) if row[4] == run_id]
+    assert [(c, p, by) for _, c, p, by, _ in manual] == [
+        (BIG, "manual", "manual via the Dagster UI")
+    ]
+    listed = cli(platform, "decisions", "--customer", BIG)
+    assert listed.returncode == 0, listed.stderr
+    assert "manual   2026-" in listed.stdout and run_id in listed.stdout

@@ -1,0 +1,83 @@
+"""The sensor and the approval in-process, on real Postgres and a Dagster instance for test."""
+
+import dagster as dg
+import pytest
+
+from retrain_assets.customers import CUSTOMERS
+from retrain_assets.features.parquet_store import PartitionStorage
+from retrain_assets.policy.alerts import pending_alerts, raise_alert
+from retrain_assets.policy.approval import approve
+from retrain_assets.policy.decisions import DecisionRefused, list_decisions, record_decision
+from retrain_assets.policy.drift import DriftMeasure
+from retrain_assets.policy.history import choose_window
+from retrain_assets.policy.retraining_policy import policy_interval_seconds, retraining_policy
+from retrain_assets.policy.settings import set_settings
+from retrain_assets.store.resource import ProjectDatabase
+from retrain_assets.store.snapshots import latest_snapshots
+from retrain_assets_tests.policy.conftest import day
+
+
+@pytest.fixture
+def instance():
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions(CUSTOMERS.name, ["acme", "bolt"])
+        yield instance
+
+
+def tick(instance, db, tmp_path) -> dg.SensorResult:
+    resources = {
+        "project_db": ProjectDatabase(url=db),
+        "partition_storage": PartitionStorage(base_url=str(tmp_path / "storage")),
+    }
+    return retraining_policy(dg.build_sensor_context(instance=instance, resources=resources))
+
+
+def test_a_tick_evaluated_twice_decides_once_and_requests_the_same_run_key(
+    db, publish, instance, tmp_path
+):
+    set_settings(db, "acme", {"min_history_days": 20}, "test")
+    publish(0, 24, {"acme": 10, "bolt": 10})
+    first, again = tick(instance, db, tmp_path), tick(instance, db, tmp_path)
+    [decision] = list_decisions(db)
+    assert (decision.customer, decision.policy, decision.dagster_run_id) == (
+        "acme", "schedule", None
+    )
+    for result in (first, again):
+        [request] = result.run_requests
+        assert request.run_key == f"decision-{decision.id}" and request.partition_key == "acme"
+        assert request.tags["retrain/decision_id"] == str(decision.id)
+        config = request.run_config["ops"]["training_job"]["config"]
+        assert config["decision_id"] == decision.id
+        assert (config["first_day"], config["last_day"]) == (day(0).isoformat(), "2026-01-25")
+        assert config["data_versions"] == decision.data_versions
+
+
+def test_no_snapshot_yet_is_a_skip_with_the_reason(db, instance, tmp_path):
+    result = tick(instance, db, tmp_path)
+    assert result.run_requests == []
+    assert result.skip_reason.skip_message == "no feature snapshot is published yet"
+
+
+def test_the_interval_is_configurable_and_checked(monkeypatch):
+    monkeypatch.setenv("RETRAIN_POLICY_INTERVAL_SECONDS", "2")
+    assert policy_interval_seconds() == 2
+    monkeypatch.setenv("RETRAIN_POLICY_INTERVAL_SECONDS", "soon")
+    with pytest.raises(ValueError, match="RETRAIN_POLICY_INTERVAL_SECONDS must be a positive"):
+        policy_interval_seconds()
+
+
+def test_an_approval_needs_a_known_customer_and_a_pending_alert(db, publish, instance):
+    publish(0, 29, {"acme": 10})
+    ref = choose_window(latest_snapshots(db), 90)
+    with pytest.raises(DecisionRefused, match="unknown customer 'nobody'"):
+        approve(db, instance, "nobody", "ana", "run-1")
+    with pytest.raises(DecisionRefused, match="no drift alert is waiting for approval for acme"):
+        approve(db, instance, "acme", "ana", "run-1")
+    trained = record_decision(db, "acme", "manual", "t", ref, "t", dagster_run_id="r0")
+    raise_alert(db, "acme", trained.id, DriftMeasure(1.2, "price", day(28), day(29)), 0.5)
+    decision = approve(db, instance, "acme", "ana", "run-1")
+    assert (decision.policy, decision.decided_by, decision.dagster_run_id) == ("drift", "ana", None)
+    assert decision.reason.startswith("drift: price moved 1.20 standard deviations")
+    assert pending_alerts(db) == {}
+    with pytest.raises(DecisionRefused, match="no drift alert is waiting"):
+        approve(db, instance, "acme", "ana", "run-2")  # one approval, one decision
