@@ -35,8 +35,14 @@ def tick(instance, db, tmp_path) -> dg.SensorResult:
 def test_a_tick_evaluated_twice_decides_once_and_requests_the_same_run_key(
     db, publish, instance, tmp_path
 ):
-    set_settings(db, "acme", {"min_history_days": 20}, "test")
     publish(0, 24, {"acme": 10, "bolt": 10})
+    waiting = tick(instance, db, tmp_path)
+    assert waiting.run_requests == [] and list_decisions(db) == []
+    assert waiting.skip_reason.skip_message == (
+        "acme: not enough history yet: 25 of 56 days published with rows for this customer; "
+        "bolt: not enough history yet: 25 of 56 days published with rows for this customer"
+    )
+    set_settings(db, "acme", {"min_history_days": 20}, "test")
     first, again = tick(instance, db, tmp_path), tick(instance, db, tmp_path)
     [decision] = list_decisions(db)
     assert (decision.customer, decision.policy, decision.dagster_run_id) == (
