@@ -102,9 +102,15 @@ def mlflow_tracking_uri() -> str:
     return os.environ.get("MLFLOW_TRACKING_URI") or f"http://127.0.0.1:{mlflow_port()}"
 
 
-def mlflow_artifacts_root() -> Path:
-    """Return where the local MLflow server `up` starts keeps artifacts (models, plots)."""
-    return retrain_home() / "mlflow-artifacts"
+def mlflow_artifacts_root() -> str:
+    """Return where the local MLflow server `up` starts keeps artifacts (models, plots).
+
+    RETRAIN_MLFLOW_ARTIFACTS_URL names object storage (e.g. `s3://bucket/mlflow`) instead of
+    the folder under RETRAIN_HOME; the server reads and writes it, clients never touch it.
+    """
+    return os.environ.get("RETRAIN_MLFLOW_ARTIFACTS_URL") or str(
+        retrain_home() / "mlflow-artifacts"
+    )
 
 
 def gate_margin() -> float:

@@ -218,6 +218,10 @@ def test_up_runs_mlflow_on_postgres_with_served_artifacts(monkeypatch, tmp_path)
     assert spec.ready_url == "http://127.0.0.1:15000/health"
     assert artifacts.is_dir()
 
+    monkeypatch.setenv("RETRAIN_MLFLOW_ARTIFACTS_URL", "s3://models-bucket/mlflow")
+    spec = up.platform_children(tmp_path / "workspace.yaml", BACKEND)[0]
+    assert "--artifacts-destination s3://models-bucket/mlflow" in " ".join(spec.argv)
+
 
 def test_children_reach_mlflow_at_the_tracking_uri(monkeypatch, tmp_path):
     folders = environment.DagsterFolders(tmp_path, tmp_path, tmp_path)

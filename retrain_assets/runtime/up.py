@@ -77,14 +77,15 @@ def mlflow_child(bin_dir: Path, backend_store_uri: str) -> ChildSpec:
 
     Runs and registered models live in `backend_store_uri` (the `mlflow` database on the
     platform's Postgres); the server itself stores and serves the artifacts under
-    `$RETRAIN_HOME/mlflow-artifacts`, so clients need no access to that folder. One worker is
-    plenty for a handful of Dagster runs.
+    `$RETRAIN_HOME/mlflow-artifacts` (or RETRAIN_MLFLOW_ARTIFACTS_URL), so clients need no
+    access to them. One worker is plenty for a handful of Dagster runs.
     """
     port = str(mlflow_port())
     artifacts = mlflow_artifacts_root()
-    artifacts.mkdir(parents=True, exist_ok=True)
+    if "://" not in artifacts:
+        Path(artifacts).mkdir(parents=True, exist_ok=True)
     argv = [str(bin_dir / "mlflow"), "server", "--host", LOOPBACK, "--port", port]
-    argv += ["--backend-store-uri", backend_store_uri, "--artifacts-destination", str(artifacts)]
+    argv += ["--backend-store-uri", backend_store_uri, "--artifacts-destination", artifacts]
     argv += ["--serve-artifacts", "--workers", "1"]
     return ChildSpec(name="mlflow", argv=tuple(argv), ready_url=f"http://{LOOPBACK}:{port}/health")
 
