@@ -18,7 +18,9 @@ from retrain_assets.definitions import FEATURES_JOB, build_definitions
 from retrain_assets.demo.simulate import land_tenant
 from retrain_assets.machines.store import history, pointer
 from retrain_assets.models.candidates import CandidateTable
+from retrain_assets.models.gate_results import latest_gate_result
 from retrain_assets.models.training_job_asset import training_job
+from retrain_assets.registry.mlflow_registry import MlflowRegistry
 from retrain_assets.runtime.environment import child_environment, prepare_dagster_home, repo_file
 from retrain_assets.settings import storage_root
 from retrain_assets.store.migrations import migrate
@@ -144,3 +146,9 @@ def test_a_killed_daemon_resumes_the_wait_and_fetches_exactly_one_candidate(
             assert CandidateTable(db, storage_root()).count_for(key) == 1
             job = service.client().find(key)
             assert job is not None and len(service.job(job.id)["runs"]) == 1
+
+            # The daemon's run gated the candidate and registered it only on a pass.
+            verdict = latest_gate_result(db, key)
+            assert verdict is not None and verdict.dagster_run_id == runs[0].run_id
+            versions = MlflowRegistry(mlflow_uri).versions_of(CUSTOMER, key)
+            assert len(versions) == (1 if verdict.passed else 0)
