@@ -10,7 +10,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -197,14 +197,14 @@ WORKSPACE = Path(__file__).resolve().parents[1] / "workspace.yaml"
 
 
 @contextlib.contextmanager
-def running_webserver(env: dict[str, str], log: Path) -> Iterator[int]:
-    """Start dagster-webserver on the repository's workspace with `env`; yield its port.
+def serving_process(
+    argv: list[str], env: dict[str, str], log: Path, answers: Callable[[], bool], what: str
+) -> Iterator[subprocess.Popen]:
+    """Start a server in its own process group, wait until `answers()`, kill the group after.
 
-    For tests that made runs in-process on a Postgres instance and then read them the way the
-    UI does. Its code server is in its own process group, which is killed afterwards.
+    Its children (a webserver's code server, gunicorn workers) share the group, so nothing
+    outlives the block.
     """
-    port = free_port()
-    argv = [WEBSERVER, "-h", "127.0.0.1", "-p", str(port), "-w", str(WORKSPACE)]
     with log.open("wb") as out:
         process = subprocess.Popen(
             argv, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
@@ -212,13 +212,13 @@ def running_webserver(env: dict[str, str], log: Path) -> Iterator[int]:
     try:
         deadline = time.monotonic() + STARTUP_SECONDS
         while True:
-            assert process.poll() is None, f"webserver exited:\n{log.read_text()}"
-            assert time.monotonic() < deadline, f"webserver never answered:\n{log.read_text()}"
+            assert process.poll() is None, f"{what} exited:\n{log.read_text()}"
+            assert time.monotonic() < deadline, f"{what} never answered:\n{log.read_text()}"
             with contextlib.suppress(requests.RequestException):
-                if graphql(port, "{ version }")["version"]:
+                if answers():
                     break
-            time.sleep(0.5)
-        yield port
+            time.sleep(0.2)
+        yield process
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGTERM)
@@ -227,3 +227,20 @@ def running_webserver(env: dict[str, str], log: Path) -> Iterator[int]:
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
+
+
+@contextlib.contextmanager
+def running_webserver(env: dict[str, str], log: Path) -> Iterator[int]:
+    """Start dagster-webserver on the repository's workspace with `env`; yield its port.
+
+    For tests that made runs in-process on a Postgres instance and then read them the way the
+    UI does.
+    """
+    port = free_port()
+    argv = [WEBSERVER, "-h", "127.0.0.1", "-p", str(port), "-w", str(WORKSPACE)]
+
+    def answers() -> bool:
+        return bool(graphql(port, "{ version }")["version"])
+
+    with serving_process(argv, env, log, answers, "dagster-webserver"):
+        yield port
