@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import os
 import sys
 
 from retrain_assets.demo.seed import land_demo_tenants
@@ -60,11 +61,19 @@ def _diagram(args: argparse.Namespace) -> int:
 
 
 def _audit(args: argparse.Namespace) -> int:
+    from mlflow.exceptions import MlflowException
+
     from retrain_assets.registry.mlflow_registry import MlflowRegistry
     from retrain_assets.settings import mlflow_tracking_uri
 
     uri = args.tracking_uri or mlflow_tracking_uri()
-    problems = MlflowRegistry(uri).audit(args.customer)
+    # MLflow's client retries an unreachable server for minutes; a command answers promptly.
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "15")
+    try:
+        problems = MlflowRegistry(uri).audit(args.customer)
+    except MlflowException as err:
+        raise ValueError(f"cannot read the MLflow registry at {uri}: {err.message}") from err
     for problem in problems:
         print(problem.message)
     scope = f"customer {args.customer}" if args.customer else "every customer"
