@@ -94,7 +94,7 @@ def _record_in_mlflow(
         "snapshot_id": snapshot.get("snapshot_sha") if isinstance(snapshot, dict) else None,
         "decision_id": training.get("decision_id"),
         "job_id": candidate.job_id,
-        "dagster_run_id": context.run_id,
+        "dagster_run_id": context.run.run_id,
     }
     holdout = read_holdout(customer, key)
     booster = candidate.load_model()

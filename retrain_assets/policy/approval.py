@@ -56,7 +56,7 @@ def approve_drift(context: dg.OpExecutionContext, project_db: ProjectDatabase) -
     who = context.run.tags.get(USER_TAG) or APPROVED_BY
     decision = approve(
         project_db.connection_url(), context.instance, context.partition_key, who,
-        context.run_id,
+        context.run.run_id,
     )
     context.log.info(
         f"decision {decision.id} ({decision.policy}) for {decision.customer} by {who}: "

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import dagster as dg
@@ -30,7 +31,6 @@ from retrain_assets_tests.test_feature_backfill import (
     RUNS,
     days,
     launch_backfill,
-    wait_for_backfill,
     wait_for_customers,
 )
 
@@ -40,6 +40,7 @@ CLI = str(Path(sys.executable).parent / "retrain-assets")
 BIG, MID, SMALL = "northwind-us", "lindenhof-de", "sakura-jp"  # 240, 100, 45 rows a day
 HISTORY = days(29, 31, "2026-01") + days(1, 28, "2026-02") + days(1, 3, "2026-03")
 NEW_WEEK = days(4, 10, "2026-03")
+OLD_WEEK = days(1, 7, "2026-02")
 SENSOR = """
 query Sensor($selector: SensorSelector!) {
   sensorOrError(sensorSelector: $selector) {
@@ -67,6 +68,7 @@ mutation Launch($params: ExecutionParams!) {
   }
 }
 """
+RUN_STATUS = "query Run($id: ID!) { runOrError(runId: $id) { ... on Run { status } } }"
 SELECTOR = {
     "repositoryLocationName": "retrain_assets",
     "repositoryName": "__repository__",
@@ -112,12 +114,12 @@ def machine_state(platform: RunningPlatform, customer: str) -> str | None:
 
 
 def ticks(platform: RunningPlatform) -> list[dict]:
-    """Return the policy sensor's latest ticks, newest first, as the UI shows them."""
+    """Return the policy sensor's latest finished ticks, newest first, as the UI shows them."""
     sensor = platform.graphql(SENSOR, {"selector": SELECTOR})["sensorOrError"]
-    return sensor["sensorState"]["ticks"]
+    return [t for t in sensor["sensorState"]["ticks"] if t["status"] != "STARTED"]
 
 
-def wait_for_ticks(platform: RunningPlatform, after: float, count: int = 3) -> list[dict]:
+def wait_for_ticks(platform: RunningPlatform, after: float, count: int = 1) -> list[dict]:
     """Wait until the sensor has ticked `count` times after the epoch time `after`."""
     wait_until(
         lambda: sum(t["timestamp"] > after for t in ticks(platform)) >= count, 60,
@@ -132,8 +134,10 @@ def cli(platform: RunningPlatform, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([CLI, *args], env=env, capture_output=True, text=True, timeout=60)
 
 
-def launch_run(platform: RunningPlatform, job: str, customer: str, assets: list | None = None):
-    """Launch a run for one customer partition through GraphQL, as the UI's launchpad does."""
+def launch_run(
+    platform: RunningPlatform, job: str, tags: dict[str, str], assets: list[str] | None = None
+) -> str:
+    """Launch a run through GraphQL, as the UI's launchpad does; return its id."""
     selector = {
         "repositoryLocationName": "retrain_assets", "repositoryName": "__repository__",
         "pipelineName": job,
@@ -143,18 +147,66 @@ def launch_run(platform: RunningPlatform, job: str, customer: str, assets: list 
     params = {
         "selector": selector,
         "runConfigData": {},
-        "executionMetadata": {"tags": [{"key": "dagster/partition", "value": customer}]},
+        "executionMetadata": {"tags": [{"key": k, "value": v} for k, v in tags.items()]},
     }
     result = platform.graphql(LAUNCH_RUN, {"params": params})["launchRun"]
     assert result["__typename"] == "LaunchRunSuccess", result
     return result["run"]["runId"]
 
 
+def launch_days(platform: RunningPlatform, asset: str, first: str, last: str) -> str:
+    """Launch one run materializing a day range of a feature asset; return its id."""
+    tags = {
+        "dagster/asset_partition_range_start": first, "dagster/asset_partition_range_end": last
+    }
+    return launch_run(platform, "__ASSET_JOB", tags, [asset])
+
+
+def publish_days(platform: RunningPlatform, asset: str, first: str, last: str) -> None:
+    """Materialize a day range of a feature asset in one run (as a daily job would); wait."""
+    wait_for_run(platform, launch_days(platform, asset, first, last))
+
+
+def wait_for_backfill_run(platform: RunningPlatform, backfill: str) -> list[str]:
+    """Wait until the daemon has launched a backfill's runs; return their ids."""
+    def launched() -> list[str]:
+        runs = platform.graphql(RUNS)["runsOrError"]["results"]
+        tag = {"key": "dagster/backfill", "value": backfill}
+        return [r["runId"] for r in runs if tag in r["tags"]]
+
+    wait_until(launched, 60, f"a run of backfill {backfill}")
+    return launched()
+
+
+def wait_for_run(platform: RunningPlatform, run_id: str, seconds: float = 120) -> None:
+    """Wait until a run succeeded; fail at once if it failed."""
+    def finished() -> bool:
+        status = platform.graphql(RUN_STATUS, {"id": run_id})["runOrError"]["status"]
+        assert status not in ("FAILURE", "CANCELED"), f"run {run_id} ended {status}"
+        return status == "SUCCESS"
+
+    wait_until(finished, seconds, f"run {run_id}")
+
+
+@dataclass(frozen=True)
+class World:
+    """The running platform and the id of the backfill the fixture launched."""
+
+    platform: RunningPlatform
+    backfill_id: str
+
+
 @pytest.fixture(scope="module")
-def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningPlatform]:
-    """The platform with history published and the first decisions trained."""
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    """The platform with history published, the first decisions trained, a week backfilled.
+
+    The backfill of an old week is launched once the first decisions are recorded, so the
+    backfill daemon's pick-up time overlaps the first trainings; the backfill test looks at the
+    ticks after both are over.
+    """
     fast = {"RETRAIN_POLICY_INTERVAL_SECONDS": "2", "RETRAIN_POLL_INTERVAL_SECONDS": "2"}
     with running_platform(tmp_path_factory.mktemp("policy"), env=fast) as running:
+        sales = launch_days(running, "sales", "2026-01-01", "2026-03-10")  # meanwhile: settings
         wait_for_customers(running, 3)
         # 34 = all of HISTORY: no tick sees a half-published history as enough
         for customer, history in ((BIG, 34), (MID, 34), (SMALL, 60)):
@@ -163,17 +215,18 @@ def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningPlatfo
             assert done.returncode == 0, done.stderr
         done = cli(running, "policy", "set", MID, "--drift-threshold", "0.01")
         assert done.returncode == 0, done.stderr
-        sales_days = days(1, 31, "2026-01") + days(1, 28, "2026-02") + days(1, 10, "2026-03")
-        wait_for_backfill(running, launch_backfill(running, ["sales"], sales_days))
-        wait_for_backfill(running, launch_backfill(running, ["store_day_features"], HISTORY))
+        wait_for_run(running, sales)
+        publish_days(running, "store_day_features", HISTORY[0], HISTORY[-1])
         wait_until(lambda: {(c, p) for _, c, p, _, _ in decisions(running)}
                    == {(BIG, "schedule"), (MID, "schedule")}, 60, "the first decisions")
+        backfill = launch_backfill(running, ["store_day_features"], OLD_WEEK)
         wait_until(lambda: machine_state(running, BIG) == machine_state(running, MID) == "DONE",
                    150, "the first trainings")
-        yield running
+        yield World(running, backfill)
 
 
-def test_first_decisions_need_history_and_are_launched_once(platform):
+def test_first_decisions_need_history_and_are_launched_once(world):
+    platform = world.platform
     rows = decisions(platform)
     assert [(c, p, by) for _, c, p, by, _ in rows] == [
         (c, "schedule", "retraining_policy sensor") for c in sorted([BIG, MID])
@@ -184,29 +237,32 @@ def test_first_decisions_need_history_and_are_launched_once(platform):
     )
     assert {r["runId"] for r in runs} == {run_id for *_, run_id in rows}
     assert {r["tags"]["dagster/run_key"] for r in runs} == {f"decision-{i}" for i, *_ in rows}
-    latest = ticks(platform)[0]["skipReason"] or ""
+    latest = next(t["skipReason"] for t in ticks(platform) if t["skipReason"])
     assert f"{SMALL}: not enough history yet: 34 of 60 days" in latest
 
 
-def test_a_backfill_over_a_week_of_features_makes_no_decision_and_no_model_run(platform):
-    before_decisions, before_runs = decisions(platform), training_runs(platform)
-    backfill = launch_backfill(platform, ["store_day_features"], days(1, 7, "2026-02"))
-    wait_for_backfill(platform, backfill)
+def test_a_backfill_over_a_week_of_features_makes_no_decision_and_no_model_run(world):
+    platform, backfill = world.platform, world.backfill_id
+    first_decisions, first_runs = decisions(platform), training_runs(platform)
+    assert len(first_decisions) == len(first_runs) == 2  # the first trainings, nothing else
+    [backfill_run] = wait_for_backfill_run(platform, backfill)
+    wait_for_run(platform, backfill_run)  # its days are published: the backfill is done for us
     republished = platform.query(
         "app", "SELECT count(*) FROM feature_snapshots WHERE backfill_id = %s", (backfill,)
     )[0][0]
     assert republished == 7
-    after = wait_for_ticks(platform, time.time())
-    assert decisions(platform) == before_decisions
-    assert training_runs(platform) == before_runs
+    after = wait_for_ticks(platform, time.time(), 2)  # nobody busy, the week republished
+    assert decisions(platform) == first_decisions
+    assert training_runs(platform) == first_runs
     # Counted, the week would be 1,680 new rows for northwind-us and 700 for lindenhof-de.
     assert f"{BIG}: nothing due" in after[0]["skipReason"]
     assert "0 of 1000 new rows" in after[0]["skipReason"]
 
 
-def test_new_days_crossing_the_volume_threshold_make_one_decision_and_one_run(platform):
+def test_new_days_crossing_the_volume_threshold_make_one_decision_and_one_run(world):
+    platform = world.platform
     before = {i for i, *_ in decisions(platform)}
-    wait_for_backfill(platform, launch_backfill(platform, ["store_day_features"], NEW_WEEK))
+    publish_days(platform, "store_day_features", NEW_WEEK[0], NEW_WEEK[-1])
     wait_until(lambda: len(decisions(platform)) > len(before), 30, "a volume decision")
     wait_for_ticks(platform, time.time())
     new = [row for row in decisions(platform) if row[0] not in before]
@@ -218,12 +274,13 @@ def test_new_days_crossing_the_volume_threshold_make_one_decision_and_one_run(pl
             if r["tags"].get("retrain/decision_id") == str(decision_id)]
     assert len(runs) == 1 and runs[0]["tags"]["dagster/partition"] == BIG
     assert runs[0]["tags"]["retrain/policy"] == "volume"
-    reasons = ticks(platform)[0]["skipReason"] or ""
-    assert f"{SMALL}: not enough history yet: 41 of 60" in reasons
+    reasons = [t["skipReason"] for t in ticks(platform) if t["skipReason"]]
+    assert f"{SMALL}: not enough history yet: 41 of 60" in reasons[0]
 
 
-def test_the_same_tick_evaluated_twice_requests_one_run(platform):
+def test_the_same_tick_evaluated_twice_requests_one_run(world):
     """A tick whose requests were lost (the daemon died) and then evaluated again."""
+    platform = world.platform
     done = cli(platform, "policy", "set", SMALL, "--min-history-days", "30")
     assert done.returncode == 0, done.stderr
     sensor = platform.graphql(SENSOR, {"selector": SELECTOR})["sensorOrError"]
@@ -256,16 +313,21 @@ def test_the_same_tick_evaluated_twice_requests_one_run(platform):
     assert len([row for row in decisions(platform) if row[1] == SMALL]) == 1
 
 
-def test_drift_waits_for_approval_and_the_approval_is_one_decision(platform):
+def test_drift_waits_for_approval_and_the_approval_is_one_decision(world):
+    platform = world.platform
     alerts = platform.query("app", "SELECT id, customer FROM drift_alerts")
     assert [c for _, c in alerts] == [MID]  # raised when the new week landed
     assert [row for row in decisions(platform) if row[1] == MID and row[2] != "schedule"] == []
-    reasons = ticks(platform)[0]["skipReason"] or ""
-    assert "waiting for approval" in reasons and "approve_drift_retraining" in reasons
+    latest = next(t["skipReason"] for t in ticks(platform) if t["skipReason"])
+    assert f"{MID}: drift: " in latest and "waiting for approval" in latest, latest
+    assert f"(launch approve_drift_retraining for {MID})" in latest
 
-    launch_run(platform, "approve_drift_retraining", MID)
+    launch_run(platform, "approve_drift_retraining", {"dagster/partition": MID})
     wait_until(lambda: any(row[1] == MID and row[2] == "drift" for row in decisions(platform)),
                60, "the approval's decision")
+    drift = [row for row in decisions(platform) if row[1] == MID and row[2] == "drift"]
+    wait_until(lambda: any(r["tags"].get("retrain/decision_id") == str(drift[0][0])
+                           for r in training_runs(platform)), 30, "the approved decision's run")
     wait_for_ticks(platform, time.time())
     drift = [row for row in decisions(platform) if row[1] == MID and row[2] == "drift"]
     assert len(drift) == 1 and drift[0][3] == "approval via the Dagster UI"
@@ -276,9 +338,10 @@ def test_drift_waits_for_approval_and_the_approval_is_one_decision(platform):
     assert resolved == [(drift[0][0],)]
 
 
-def test_a_manual_materialization_is_recorded_as_a_manual_decision(platform):
+def test_a_manual_materialization_is_recorded_as_a_manual_decision(world):
+    platform = world.platform
     wait_until(lambda: machine_state(platform, BIG) == "DONE", 120, "northwind's training")
-    run_id = launch_run(platform, "__ASSET_JOB", BIG, ["training_job"])
+    run_id = launch_run(platform, "__ASSET_JOB", {"dagster/partition": BIG}, ["training_job"])
     wait_until(lambda: any(row[4] == run_id for row in decisions(platform)), 60,
                "the manual decision")
     manual = [row for row in decisions(platform) if row[4] == run_id]

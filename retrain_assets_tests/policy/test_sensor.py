@@ -5,6 +5,8 @@ import pytest
 
 from retrain_assets.customers import CUSTOMERS
 from retrain_assets.features.parquet_store import PartitionStorage
+from retrain_assets.machines.runs import start_run
+from retrain_assets.machines.training import training_machine
 from retrain_assets.policy.alerts import pending_alerts, raise_alert
 from retrain_assets.policy.approval import approve
 from retrain_assets.policy.decisions import DecisionRefused, list_decisions, record_decision
@@ -87,3 +89,24 @@ def test_an_approval_needs_a_known_customer_and_a_pending_alert(db, publish, ins
     assert pending_alerts(db) == {}
     with pytest.raises(DecisionRefused, match="no drift alert is waiting"):
         approve(db, instance, "acme", "ana", "run-2")  # one approval, one decision
+
+
+def test_a_customer_whose_machine_or_training_run_is_busy_gets_no_decision(
+    db, publish, instance, tmp_path
+):
+    for customer in ("acme", "bolt"):
+        set_settings(db, customer, {"min_history_days": 20}, "test")
+    publish(0, 24, {"acme": 10, "bolt": 10})
+    start_run(db, training_machine(), "acme", "key-1", {"spec": {}})
+    running = dg.DagsterRun(
+        job_name="__ASSET_JOB", run_id="started-run", status=dg.DagsterRunStatus.STARTED,
+        tags={"dagster/partition": "bolt"},
+        asset_selection=frozenset({dg.AssetKey("training_job")}),
+    )
+    instance.add_run(running)
+    result = tick(instance, db, tmp_path)
+    assert result.run_requests == [] and list_decisions(db) == []
+    assert result.skip_reason.skip_message == (
+        "acme: busy (training machine in INITIAL): no new decision until it finishes; "
+        "bolt: busy (training_job run started-run not finished): no new decision until it finishes"
+    )
