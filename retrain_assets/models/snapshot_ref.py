@@ -27,18 +27,24 @@ class SnapshotRef:
     last_day: dt.date
     data_versions: dict[str, str]
 
-    @property
-    def sha(self) -> str:
-        """Return the hash of the range's contents: the run key's snapshot input."""
-        canonical = json.dumps(sorted(self.data_versions.items()), separators=(",", ":"))
+    def sha_for(self, customer: str) -> str:
+        """Return the hash of one customer's rows in the range: the run key's snapshot input.
+
+        A day's data version covers every customer's rows of that day, so the customer is part
+        of the hash: two customers trained on the same days must never share a run key (they
+        would share a GPU job and a candidate).
+        """
+        canonical = json.dumps(
+            [customer, sorted(self.data_versions.items())], separators=(",", ":")
+        )
         return hashlib.sha256(canonical.encode()).hexdigest()
 
-    def as_metadata(self) -> dict[str, object]:
+    def as_metadata(self, customer: str) -> dict[str, object]:
         """Return the reference as JSON-able metadata (lineage without a dependency edge)."""
         return {
             "first_day": self.first_day.isoformat(),
             "last_day": self.last_day.isoformat(),
-            "snapshot_sha": self.sha,
+            "snapshot_sha": self.sha_for(customer),
             "data_versions": self.data_versions,
         }
 

@@ -110,7 +110,7 @@ def training_job(
         )
     else:  # no snapshot named: the one the policy would choose for this customer now
         ref = policy_window(db_url, customer)
-    key = run_key(ref.sha, FEATURE_VERSION, config.training_config(), code_commit())
+    key = run_key(ref.sha_for(customer), FEATURE_VERSION, config.training_config(), code_commit())
     exported = export_customer(
         partition_storage.store(), customer, ref, config.holdout_days,
         export_folder(customer, key),
@@ -144,7 +144,7 @@ def training_job(
             "decided_by": decision.decided_by,
             "job_id": str(pointer.payload.get(JOB_ID)),
             "machine_state": pointer.state,
-            "snapshot": dg.MetadataValue.json(ref.as_metadata()),
+            "snapshot": dg.MetadataValue.json(ref.as_metadata(customer)),
             "train_rows": exported.train_rows,
             "holdout_rows": exported.holdout_rows,
             "holdout_path": dg.MetadataValue.path(exported.holdout_path),

@@ -79,7 +79,7 @@ def record_decision(
                 """,
                 (
                     customer, policy, reason, ref.first_day, ref.last_day,
-                    Json(ref.data_versions), ref.sha, decided_by, Json(details or {}),
+                    Json(ref.data_versions), ref.sha_for(customer), decided_by, Json(details or {}),
                     dagster_run_id,
                 ),
             )

@@ -16,7 +16,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,11 +27,17 @@ from retrain_assets.features.parquet_store import PartitionStorage
 from retrain_assets.policy.retraining_policy import retraining_policy
 from retrain_assets.store.resource import ProjectDatabase
 from retrain_assets_tests.running_platform import RunningPlatform, running_platform, up_environment
-from retrain_assets_tests.test_feature_backfill import (
+from retrain_assets_tests.ui_actions import (
     RUNS,
     days,
     launch_backfill,
+    launch_days,
+    launch_run,
+    publish_days,
+    wait_for_backfill_run,
     wait_for_customers,
+    wait_for_run,
+    wait_until,
 )
 
 pytestmark = pytest.mark.system
@@ -58,31 +64,11 @@ mutation Start($selector: SensorSelector!) {
   startSensor(sensorSelector: $selector) { __typename ... on PythonError { message } }
 }
 """
-LAUNCH_RUN = """
-mutation Launch($params: ExecutionParams!) {
-  launchRun(executionParams: $params) {
-    __typename
-    ... on LaunchRunSuccess { run { runId } }
-    ... on PythonError { message }
-    ... on RunConfigValidationInvalid { errors { message } }
-  }
-}
-"""
-RUN_STATUS = "query Run($id: ID!) { runOrError(runId: $id) { ... on Run { status } } }"
 SELECTOR = {
     "repositoryLocationName": "retrain_assets",
     "repositoryName": "__repository__",
     "sensorName": "retraining_policy",
 }
-
-
-def wait_until(condition: Callable[[], object], seconds: float, what: str) -> None:
-    """Poll `condition` until it is true; fail naming `what` when it never is."""
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what} did not happen within {seconds} s")
-        time.sleep(0.5)
 
 
 def decisions(platform: RunningPlatform) -> list[tuple]:
@@ -132,60 +118,6 @@ def cli(platform: RunningPlatform, *args: str) -> subprocess.CompletedProcess:
     """Run `retrain-assets` against the platform's databases, as an operator would."""
     env = {**up_environment(platform.home, platform.port), **platform.environment()}
     return subprocess.run([CLI, *args], env=env, capture_output=True, text=True, timeout=60)
-
-
-def launch_run(
-    platform: RunningPlatform, job: str, tags: dict[str, str], assets: list[str] | None = None
-) -> str:
-    """Launch a run through GraphQL, as the UI's launchpad does; return its id."""
-    selector = {
-        "repositoryLocationName": "retrain_assets", "repositoryName": "__repository__",
-        "pipelineName": job,
-    }
-    if assets:
-        selector["assetSelection"] = [{"path": [a]} for a in assets]
-    params = {
-        "selector": selector,
-        "runConfigData": {},
-        "executionMetadata": {"tags": [{"key": k, "value": v} for k, v in tags.items()]},
-    }
-    result = platform.graphql(LAUNCH_RUN, {"params": params})["launchRun"]
-    assert result["__typename"] == "LaunchRunSuccess", result
-    return result["run"]["runId"]
-
-
-def launch_days(platform: RunningPlatform, asset: str, first: str, last: str) -> str:
-    """Launch one run materializing a day range of a feature asset; return its id."""
-    tags = {
-        "dagster/asset_partition_range_start": first, "dagster/asset_partition_range_end": last
-    }
-    return launch_run(platform, "__ASSET_JOB", tags, [asset])
-
-
-def publish_days(platform: RunningPlatform, asset: str, first: str, last: str) -> None:
-    """Materialize a day range of a feature asset in one run (as a daily job would); wait."""
-    wait_for_run(platform, launch_days(platform, asset, first, last))
-
-
-def wait_for_backfill_run(platform: RunningPlatform, backfill: str) -> list[str]:
-    """Wait until the daemon has launched a backfill's runs; return their ids."""
-    def launched() -> list[str]:
-        runs = platform.graphql(RUNS)["runsOrError"]["results"]
-        tag = {"key": "dagster/backfill", "value": backfill}
-        return [r["runId"] for r in runs if tag in r["tags"]]
-
-    wait_until(launched, 60, f"a run of backfill {backfill}")
-    return launched()
-
-
-def wait_for_run(platform: RunningPlatform, run_id: str, seconds: float = 120) -> None:
-    """Wait until a run succeeded; fail at once if it failed."""
-    def finished() -> bool:
-        status = platform.graphql(RUN_STATUS, {"id": run_id})["runOrError"]["status"]
-        assert status not in ("FAILURE", "CANCELED"), f"run {run_id} ended {status}"
-        return status == "SUCCESS"
-
-    wait_until(finished, seconds, f"run {run_id}")
 
 
 @dataclass(frozen=True)
