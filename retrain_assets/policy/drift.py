@@ -34,30 +34,44 @@ class DriftMeasure:
 
 
 class DayFrames:
-    """Reads the drift columns of feature days, each day at most once per instance."""
+    """Reads the drift columns of feature days, each day at most once per instance.
+
+    A day is split by customer when it is read, so asking for one customer's rows costs a
+    dictionary lookup, not a scan of every customer's rows: a tick over C customers reads and
+    splits each day once instead of filtering it C times.
+    """
 
     def __init__(self, store: ParquetPartitionStore) -> None:
         """Keep the store; nothing is read until asked."""
         self.store = store
-        self._days: dict[dt.date, pd.DataFrame] = {}
+        self._days: dict[dt.date, dict[str, pd.DataFrame]] = {}
+
+    def _by_customer(self, day: dt.date) -> dict[str, pd.DataFrame]:
+        """Return the day's drift columns split by customer, reading the file the first time."""
+        if day not in self._days:
+            path = self.store.path(ASSET, day.isoformat())
+            if not path.exists():
+                raise MissingPartitionError(f"{ASSET} {day} is published but {path} is gone")
+            with path.open("rb") as handle:
+                frame = pd.read_parquet(handle, columns=["customer", *DRIFT_FEATURES])
+            self._days[day] = {
+                str(name): rows for name, rows in frame.groupby("customer", sort=False)
+            }
+        return self._days[day]
 
     def customer_rows(self, customer: str, days: Iterable[dt.date]) -> pd.DataFrame:
-        """Return the customer's drift columns on these days.
+        """Return the customer's drift columns on these days (no rows: an empty frame).
 
         Raises:
             MissingPartitionError: a published day has no file in storage.
         """
-        frames = []
-        for day in days:
-            if day not in self._days:
-                path = self.store.path(ASSET, day.isoformat())
-                if not path.exists():
-                    raise MissingPartitionError(f"{ASSET} {day} is published but {path} is gone")
-                with path.open("rb") as handle:
-                    self._days[day] = pd.read_parquet(handle, columns=["customer", *DRIFT_FEATURES])
-            frame = self._days[day]
-            frames.append(frame[frame["customer"] == customer])
-        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+        frames = [
+            rows for day in days
+            if (rows := self._by_customer(day).get(customer)) is not None
+        ]
+        if not frames:
+            return pd.DataFrame(columns=["customer", *DRIFT_FEATURES])
+        return pd.concat(frames, ignore_index=True)
 
 
 def feature_stats(rows: pd.DataFrame) -> Stats:

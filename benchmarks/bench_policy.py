@@ -1,0 +1,184 @@
+"""Benchmark `retraining_policy`: one tick over N customers, each needing a drift measure.
+
+Per size N (setup not timed): a fresh project database on the embedded PostgreSQL in a
+temporary RETRAIN_HOME (or on RETRAIN_PG_URL), 35 published days of `store_day_features`
+(parquet files with ROWS_PER_CUSTOMER rows per customer a day, snapshot records naming every
+customer), and for every customer a decision already taken up by a run, whose window is the
+first 28 days. Every customer is then in the policy's most expensive steady state: not busy,
+schedule not due, 700 new rows (under the 1,000 threshold), 7 new days, so drift is measured.
+
+The sensor is evaluated as the daemon evaluates it (`build_sensor_context`, an instance for
+test holding the N customer partitions):
+- tick 1 computes and stores every customer's training-window baseline (28 days read once);
+- tick 2 and 3 read the stored baselines and only the 7 recent days.
+Next to it, the recent days' rows for every customer read the old way (each day filtered once
+per customer) against `DayFrames` (each day split by customer once).
+
+    .venv/bin/python benchmarks/bench_policy.py
+    .venv/bin/python benchmarks/bench_policy.py --sizes 100,1000,5000
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import psutil
+import psycopg2
+from psycopg2.extras import Json, execute_values
+
+ROWS_PER_CUSTOMER = 100  # 5 stores x 20 items
+WINDOW_DAYS, RECENT_DAYS = 28, 7
+DAY0 = dt.date(2026, 1, 1)
+DAYS = [DAY0 + dt.timedelta(days=n) for n in range(WINDOW_DAYS + RECENT_DAYS)]
+
+
+def customers(n: int) -> list[str]:
+    return [f"c{i:05d}" for i in range(n)]
+
+
+def write_days(storage: Path, names: list[str]) -> None:
+    """Write every day's feature file: ROWS_PER_CUSTOMER stable rows per customer."""
+    from retrain_assets.features.parquet_store import ParquetPartitionStore
+
+    store = ParquetPartitionStore(str(storage))
+    rng = np.random.default_rng(7)
+    rows = len(names) * ROWS_PER_CUSTOMER
+    for day in DAYS:
+        frame = pd.DataFrame({
+            "customer": np.repeat(names, ROWS_PER_CUSTOMER),
+            "rolling_mean_7": 10 + rng.normal(0, 2, rows),
+            "rolling_mean_28": 10 + rng.normal(0, 2, rows),
+            "price": 5 + rng.normal(0, 0.5, rows),
+            "on_promo": rng.random(rows) < 0.1,
+        })
+        store.write("store_day_features", day.isoformat(), frame)
+
+
+def seed_database(url: str, names: list[str]) -> None:
+    """Customers, snapshot records and one taken-up decision per customer, in bulk."""
+    from retrain_assets.store.migrations import migrate
+
+    migrate(url)
+    per_customer = {name: ROWS_PER_CUSTOMER for name in names}
+    window = {d.isoformat(): f"v-{d.isoformat()}" for d in DAYS[:WINDOW_DAYS]}
+    with psycopg2.connect(url) as conn, conn.cursor() as cur:
+        execute_values(
+            cur, "INSERT INTO customers (name, country, added_by) VALUES %s",
+            [(name, "US", "bench") for name in names],
+        )
+        execute_values(
+            cur,
+            "INSERT INTO feature_snapshots (partition_date, data_version, feature_version,"
+            " rows_per_customer, from_backfill, backfill_id, run_id) VALUES %s",
+            [(d, f"v-{d.isoformat()}", "f1", Json(per_customer), False, None, "bench")
+             for d in DAYS],
+        )
+        execute_values(
+            cur,
+            "INSERT INTO retraining_decisions (customer, policy, reason, first_day, last_day,"
+            " data_versions, snapshot_sha, decided_by, details, dagster_run_id) VALUES %s",
+            [(name, "manual", "bench", DAYS[0], DAYS[WINDOW_DAYS - 1], Json(window), "sha",
+              "bench", Json({}), f"run-{name}") for name in names],
+        )
+
+
+def tick(url: str, storage: Path, names: list[str]) -> tuple[float, str]:
+    """Evaluate the sensor once; return seconds and the start of its skip reason."""
+    import dagster as dg
+
+    from retrain_assets.customers import CUSTOMERS
+    from retrain_assets.features.parquet_store import PartitionStorage
+    from retrain_assets.policy.retraining_policy import retraining_policy
+    from retrain_assets.store.resource import ProjectDatabase
+
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions(CUSTOMERS.name, names)
+        resources = {
+            "project_db": ProjectDatabase(url=url),
+            "partition_storage": PartitionStorage(base_url=str(storage)),
+        }
+        context = dg.build_sensor_context(instance=instance, resources=resources)
+        started = time.perf_counter()
+        result = retraining_policy(context)
+        seconds = time.perf_counter() - started
+    assert not result.run_requests, "the benchmark's customers should not be due"
+    return seconds, result.skip_reason.skip_message if result.skip_reason else ""
+
+
+def recent_reads(storage: Path, names: list[str]) -> tuple[float, float]:
+    """Seconds to read every customer's recent rows: filtered per customer vs split once."""
+    from retrain_assets.features.parquet_store import ParquetPartitionStore
+    from retrain_assets.policy.drift import DRIFT_FEATURES, DayFrames
+
+    store = ParquetPartitionStore(str(storage))
+    recent = DAYS[WINDOW_DAYS:]
+    started = time.perf_counter()
+    days = {}
+    for day in recent:
+        with store.path("store_day_features", day.isoformat()).open("rb") as handle:
+            days[day] = pd.read_parquet(handle, columns=["customer", *DRIFT_FEATURES])
+    for name in names:
+        pd.concat([days[d][days[d]["customer"] == name] for d in recent], ignore_index=True)
+    filtered = time.perf_counter() - started
+    started = time.perf_counter()
+    frames = DayFrames(store)
+    for name in names:
+        frames.customer_rows(name, recent)
+    return filtered, time.perf_counter() - started
+
+
+def run_size(server, n: int, home: Path) -> dict:
+    from retrain_assets.store.server import ensure_database
+
+    os.environ["RETRAIN_DB_PREFIX"] = f"bp{uuid.uuid4().hex[:8]}_"
+    url = ensure_database(server, "app")
+    names = customers(n)
+    storage = home / f"storage-{n}"
+    write_days(storage, names)
+    seed_database(url, names)
+    first, reason = tick(url, storage, names)
+    rest = [tick(url, storage, names)[0] for _ in range(2)]
+    filtered, split = recent_reads(storage, names)
+    return {
+        "n": n, "first": first, "steady": min(rest), "filtered": filtered, "split": split,
+        "rss_gib": psutil.Process().memory_info().rss / (1 << 30), "reason": reason[:90],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--sizes", default="100,1000", help="comma-separated customer counts")
+    args = parser.parse_args()
+    home = Path(tempfile.mkdtemp(prefix="bench-policy-"))
+    os.environ["RETRAIN_HOME"] = str(home)
+    from retrain_assets.store.server import start_server
+
+    server = start_server(home)
+    try:
+        print("| customers | tick 1 (baselines computed) | steady tick | per customer "
+              "| recent rows, filtered per customer | split once | RSS |")
+        print("|---:|---:|---:|---:|---:|---:|---:|")
+        for n in (int(s) for s in args.sizes.split(",")):
+            r = run_size(server, n, home)
+            print(
+                f"| {r['n']:,} | {r['first']:.2f} s | {r['steady']:.2f} s "
+                f"| {1000 * r['steady'] / r['n']:.2f} ms | {r['filtered']:.2f} s "
+                f"| {r['split']:.2f} s | {r['rss_gib']:.2f} GiB |",
+                flush=True,
+            )
+            print(f"  skip reason starts: {r['reason']}", flush=True)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
