@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 import pandas as pd
-from psycopg2.extras import Json
+from psycopg2.extras import Json, execute_values
 
 from retrain_assets.features.parquet_store import MissingPartitionError, ParquetPartitionStore
 from retrain_assets.store.database import transaction
@@ -34,56 +34,75 @@ class DriftMeasure:
 
 
 class DayFrames:
-    """Reads the drift columns of feature days, each day at most once per instance.
+    """Per-customer sums of the drift features, each feature day read at most once.
 
-    A day is split by customer when it is read, so asking for one customer's rows costs a
-    dictionary lookup, not a scan of every customer's rows: a tick over C customers reads and
-    splits each day once instead of filtering it C times.
+    A day is reduced to (count, sum, sum of squares) per customer and feature when it is read,
+    so a tick over C customers reads and groups each day once and keeps only those sums, and a
+    customer's statistics over any set of days are added up from them. Customers whose
+    decisions share a window share the work: the statistics of one set of days are computed
+    once for all customers.
     """
 
     def __init__(self, store: ParquetPartitionStore) -> None:
         """Keep the store; nothing is read until asked."""
         self.store = store
-        self._days: dict[dt.date, dict[str, pd.DataFrame]] = {}
+        self._sums: dict[dt.date, pd.DataFrame] = {}
+        self._stats: dict[tuple[dt.date, ...], dict[str, Stats]] = {}
 
-    def _by_customer(self, day: dt.date) -> dict[str, pd.DataFrame]:
-        """Return the day's drift columns split by customer, reading the file the first time."""
-        if day not in self._days:
+    def stats(self, customer: str, days: Iterable[dt.date]) -> Stats:
+        """Return each drift feature's mean, std and count for the customer over these days.
+
+        A feature with no value on these days (or a customer with no rows) is left out.
+
+        Raises:
+            MissingPartitionError: a published day has no file in storage.
+        """
+        key = tuple(sorted(set(days)))
+        if key not in self._stats:
+            self._stats[key] = self._stats_of_all(key)
+        return self._stats[key].get(customer, {})
+
+    def _stats_of_all(self, days: tuple[dt.date, ...]) -> dict[str, Stats]:
+        """Return every customer's statistics over `days`, added up from the daily sums."""
+        if not days:
+            return {}
+        sums = [self._day_sums(day) for day in days]
+        total = sums[0] if len(sums) == 1 else pd.concat(sums).groupby(level=0).sum()
+        features = list(DRIFT_FEATURES)
+        count = total["n"][features]
+        mean = total["sum"][features] / count.where(count > 0)
+        variance = (total["sumsq"][features] / count.where(count > 0) - mean**2).clip(lower=0.0)
+        std = variance**0.5
+        stats: dict[str, Stats] = {}
+        for customer, n_row, mean_row, std_row in zip(
+            total.index, count.to_numpy(), mean.to_numpy(), std.to_numpy(), strict=True
+        ):
+            stats[str(customer)] = {
+                feature: {"mean": float(m), "std": float(sd), "n": int(n)}
+                for feature, n, m, sd in zip(DRIFT_FEATURES, n_row, mean_row, std_row, strict=True)
+                if n > 0
+            }
+        return stats
+
+    def _day_sums(self, day: dt.date) -> pd.DataFrame:
+        """Return the day's (n, sum, sumsq) per customer and feature, reading it the first time."""
+        if day not in self._sums:
             path = self.store.path(ASSET, day.isoformat())
             if not path.exists():
                 raise MissingPartitionError(f"{ASSET} {day} is published but {path} is gone")
             with path.open("rb") as handle:
                 frame = pd.read_parquet(handle, columns=["customer", *DRIFT_FEATURES])
-            self._days[day] = {
-                str(name): rows for name, rows in frame.groupby("customer", sort=False)
-            }
-        return self._days[day]
-
-    def customer_rows(self, customer: str, days: Iterable[dt.date]) -> pd.DataFrame:
-        """Return the customer's drift columns on these days (no rows: an empty frame).
-
-        Raises:
-            MissingPartitionError: a published day has no file in storage.
-        """
-        frames = [
-            rows for day in days
-            if (rows := self._by_customer(day).get(customer)) is not None
-        ]
-        if not frames:
-            return pd.DataFrame(columns=["customer", *DRIFT_FEATURES])
-        return pd.concat(frames, ignore_index=True)
-
-
-def feature_stats(rows: pd.DataFrame) -> Stats:
-    """Return each drift feature's mean, standard deviation and count (NaN rows left out)."""
-    stats: Stats = {}
-    for feature in DRIFT_FEATURES:
-        values = rows[feature].astype(float).dropna() if len(rows) else pd.Series(dtype=float)
-        if len(values):
-            stats[feature] = {
-                "mean": float(values.mean()), "std": float(values.std(ddof=0)), "n": len(values)
-            }
-    return stats
+            values = frame[list(DRIFT_FEATURES)].astype(float)
+            customers = frame["customer"].astype(str)
+            self._sums[day] = pd.concat(
+                {
+                    "n": values.groupby(customers, sort=False).count(),
+                    "sum": values.groupby(customers, sort=False).sum(),
+                    "sumsq": (values**2).groupby(customers, sort=False).sum(),
+                },
+                axis=1,
+            )
+        return self._sums[day]
 
 
 def standardized_shift(baseline: Stats, recent: Stats) -> tuple[float, str]:
@@ -103,30 +122,56 @@ def standardized_shift(baseline: Stats, recent: Stats) -> tuple[float, str]:
     return best, which
 
 
-def baseline_stats(
-    url: str, decision_id: int, customer: str, window: list[dt.date], frames: DayFrames
-) -> Stats:
-    """Return the decision's training-window statistics, computing and storing them once."""
-    with transaction(url) as cur:
-        cur.execute("SELECT stats FROM drift_baselines WHERE decision_id = %s", (decision_id,))
-        row = cur.fetchone()
-    if row is not None:
-        return row[0]
-    stats = feature_stats(frames.customer_rows(customer, window))
-    with transaction(url) as cur:
-        cur.execute(
-            "INSERT INTO drift_baselines (decision_id, stats) VALUES (%s, %s)"
-            " ON CONFLICT (decision_id) DO NOTHING",
-            (decision_id, Json(stats)),
-        )
-    return stats
+class Baselines:
+    """Training-window statistics per decision: read in one query, new ones saved in one.
+
+    A decision's window never changes, so its statistics are computed once, from the feature
+    days, and kept in `drift_baselines`; a later tick reads them instead of the window.
+    """
+
+    def __init__(self, url: str, frames: DayFrames, decision_ids: Iterable[int]) -> None:
+        """Load the stored statistics of these decisions (the customers' latest ones)."""
+        self.url, self.frames = url, frames
+        with transaction(url) as cur:
+            cur.execute(
+                "SELECT decision_id, stats FROM drift_baselines WHERE decision_id = ANY(%s)",
+                (list(decision_ids),),
+            )
+            self._known: dict[int, Stats] = dict(cur.fetchall())
+        self._new: dict[int, Stats] = {}
+
+    def of(self, decision_id: int, customer: str, window: list[dt.date]) -> Stats:
+        """Return the decision's statistics, computing them from the window if not stored.
+
+        Raises:
+            MissingPartitionError: a day of the window has no file in storage.
+        """
+        if decision_id not in self._known:
+            stats = self.frames.stats(customer, window)
+            self._known[decision_id] = self._new[decision_id] = stats
+        return self._known[decision_id]
+
+    def save(self) -> int:
+        """Store the statistics computed since the last save, in one statement; return how many.
+
+        A decision whose statistics another tick stored meanwhile keeps the stored ones.
+        """
+        if not self._new:
+            return 0
+        with transaction(self.url) as cur:
+            execute_values(
+                cur,
+                "INSERT INTO drift_baselines (decision_id, stats) VALUES %s"
+                " ON CONFLICT (decision_id) DO NOTHING",
+                [(decision_id, Json(stats)) for decision_id, stats in self._new.items()],
+            )
+        saved, self._new = len(self._new), {}
+        return saved
 
 
 def measure_drift(
     baseline: Stats, customer: str, recent_days: list[dt.date], frames: DayFrames
 ) -> DriftMeasure:
     """Return the drift of the customer's recent days against a training baseline."""
-    value, feature = standardized_shift(
-        baseline, feature_stats(frames.customer_rows(customer, recent_days))
-    )
+    value, feature = standardized_shift(baseline, frames.stats(customer, recent_days))
     return DriftMeasure(value, feature, recent_days[0], recent_days[-1])

@@ -73,7 +73,7 @@ def evaluate(
         )
         return Outcome("decide", reason, "volume", details=facts)
     status = (
-        f"last decision {last.id} {age.days} day(s) old (schedule {settings.schedule_days}), "
+        f"last decision {last.id} is {age.days} day(s) old (schedule {settings.schedule_days}), "
         f"{rows} of {settings.min_new_rows} new rows"
     )
     if alert is not None:

@@ -5,6 +5,7 @@ whether it is busy; it records a decision (with its reason and snapshot) or a dr
 says why it skipped, and requests `training_job` for every decision not yet launched.
 """
 
+import bisect
 import datetime as dt
 import os
 import time
@@ -24,7 +25,7 @@ from retrain_assets.policy.decisions import (
     record_decision,
 )
 from retrain_assets.policy.dispatch import DECISION_TAG, requests_for_open, training_request
-from retrain_assets.policy.drift import DayFrames, DriftMeasure, baseline_stats, measure_drift
+from retrain_assets.policy.drift import Baselines, DayFrames, DriftMeasure, measure_drift
 from retrain_assets.policy.evaluate import Outcome, evaluate
 from retrain_assets.policy.history import Published, choose_window
 from retrain_assets.policy.settings import DEFAULTS, all_settings
@@ -33,7 +34,9 @@ from retrain_assets.store.snapshots import latest_snapshots
 
 DECIDED_BY = "retraining_policy sensor"
 TICK_BUDGET_SECONDS = 40.0  # Dagster cancels a sensor evaluation after 60 s
-SHOWN_REASONS = 20
+SHOWN_REASONS = 20  # in the skip reason; the tick log has every customer's
+REASONS_PER_LOG_LINE = 100  # a readable line per 100 customers rather than one huge line
+clock = time.monotonic  # the tick budget's clock (tests replace it)
 
 
 def policy_interval_seconds() -> int:
@@ -63,7 +66,7 @@ def retraining_policy(
     partition_storage: PartitionStorage,
 ) -> dg.SensorResult:
     """Decide for every customer; request training for every decision not yet launched."""
-    started = time.monotonic()
+    started = clock()
     url, instance = project_db.connection_url(), context.instance
     requests = requests_for_open(url, instance, open_decisions(url))
     published = latest_snapshots(url)
@@ -77,16 +80,19 @@ def retraining_policy(
         busy.setdefault(str(request.partition_key), f"decision {decision_id} waiting for its run")
     latest, alerts, settings = latest_decisions(url), pending_alerts(url), all_settings(url)
     frames = DayFrames(partition_storage.store())
+    baselines = Baselines(url, frames, [d.id for d in latest.values()])
 
     def drift_of(last: Decision, recent: list[dt.date]) -> DriftMeasure:
         window = sorted(dt.date.fromisoformat(d) for d in last.data_versions)
-        baseline = baseline_stats(url, last.id, last.customer, window, frames)
+        baseline = baselines.of(last.id, last.customer, window)
         return measure_drift(baseline, last.customer, recent, frames)
 
     reasons: list[str] = []
+    deferred: list[str] = []
     now = dt.datetime.now(dt.UTC)
-    for customer in customers:
-        if time.monotonic() - started > TICK_BUDGET_SECONDS:
+    for customer in in_turn(customers, context.cursor):
+        if deferred or clock() - started > TICK_BUDGET_SECONDS:
+            deferred.append(customer)
             reasons.append(f"{customer}: deferred to the next tick (tick budget used)")
             continue
         choice = settings.get(customer, DEFAULTS)
@@ -100,14 +106,36 @@ def retraining_policy(
             context.log.error(f"{customer}: the policy could not evaluate: {err!r}")
             line = f"{customer}: error: {err}"
         reasons.append(line)
-    context.log.info(f"{len(requests)} training request(s); " + "; ".join(reasons))
+    saved = baselines.save()
+    context.log.info(
+        f"{len(requests)} training request(s), {len(reasons)} customer(s), "
+        f"{saved} new drift baseline(s)"
+    )
+    for start in range(0, len(reasons), REASONS_PER_LOG_LINE):
+        shown_here = reasons[start:start + REASONS_PER_LOG_LINE]
+        context.log.info(
+            f"customers {start + 1}-{start + len(shown_here)} of {len(reasons)}: "
+            + "; ".join(shown_here)
+        )
+    cursor = deferred[0] if deferred else ""  # the next tick starts where this one stopped
     if requests:
-        return dg.SensorResult(run_requests=requests)
+        return dg.SensorResult(run_requests=requests, cursor=cursor)
     shown = reasons[:SHOWN_REASONS]
     more = len(reasons) - len(shown)
-    return dg.SensorResult(
-        skip_reason="; ".join(shown) + (f"; ... and {more} more (see the tick log)" if more else "")
-    )
+    skip_reason = "; ".join(shown) + (f"; ... and {more} more (see the tick log)" if more else "")
+    return dg.SensorResult(skip_reason=skip_reason, cursor=cursor)
+
+
+def in_turn(customers: list[str], cursor: str | None) -> list[str]:
+    """Return the sorted customers starting at `cursor`, wrapping around.
+
+    The cursor names the first customer a tick out of budget did not reach, so customers late
+    in the alphabet are not starved when one tick cannot evaluate everybody.
+    """
+    if not cursor:
+        return customers
+    at = bisect.bisect_left(customers, cursor)
+    return customers[at:] + customers[:at]
 
 
 def _act(

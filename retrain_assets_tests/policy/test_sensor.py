@@ -3,6 +3,7 @@
 import dagster as dg
 import pytest
 
+import retrain_assets.policy.retraining_policy as policy_module
 from retrain_assets.customers import CUSTOMERS
 from retrain_assets.features.parquet_store import PartitionStorage
 from retrain_assets.machines.runs import start_run
@@ -110,3 +111,30 @@ def test_a_customer_whose_machine_or_training_run_is_busy_gets_no_decision(
         "acme: busy (training machine in INITIAL): no new decision until it finishes; "
         "bolt: busy (training_job run started-run not finished): no new decision until it finishes"
     )
+
+
+def test_a_tick_out_of_budget_hands_the_next_tick_the_customers_it_did_not_reach(
+    db, publish, instance, tmp_path, monkeypatch
+):
+    publish(0, 24, {"acme": 10, "bolt": 10})
+    seconds = iter(range(0, 10_000, 30))  # every reading of the clock is 30 s later
+    monkeypatch.setattr(policy_module, "clock", lambda: next(seconds))
+    resources = {
+        "project_db": ProjectDatabase(url=db),
+        "partition_storage": PartitionStorage(base_url=str(tmp_path / "storage")),
+    }
+
+    def tick_at(cursor: str | None) -> dg.SensorResult:
+        context = dg.build_sensor_context(instance=instance, resources=resources, cursor=cursor)
+        return retraining_policy(context)
+
+    first = tick_at(None)  # budget 40 s: acme at 30 s, bolt at 60 s is out of it
+    assert first.skip_reason.skip_message.startswith("acme: not enough history yet")
+    assert "bolt: deferred to the next tick (tick budget used)" in first.skip_reason.skip_message
+    assert first.cursor == "bolt"
+    second = tick_at(first.cursor)
+    assert second.skip_reason.skip_message.startswith("bolt: not enough history yet")
+    assert "acme: deferred" in second.skip_reason.skip_message and second.cursor == "acme"
+    assert policy_module.in_turn(["a", "b", "c"], "b") == ["b", "c", "a"]
+    assert policy_module.in_turn(["a", "c"], "b") == ["c", "a"]  # "b" was removed since
+    assert policy_module.in_turn(["a", "c"], "") == ["a", "c"]
