@@ -94,10 +94,11 @@ class DayFrames:
                 frame = pd.read_parquet(handle, columns=["customer", *DRIFT_FEATURES])
             values = frame[list(DRIFT_FEATURES)].astype(float)
             customers = frame["customer"].astype(str)
+            grouped = values.groupby(customers, sort=False)
             self._sums[day] = pd.concat(
                 {
-                    "n": values.groupby(customers, sort=False).count(),
-                    "sum": values.groupby(customers, sort=False).sum(),
+                    "n": grouped.count(),
+                    "sum": grouped.sum(),
                     "sumsq": (values**2).groupby(customers, sort=False).sum(),
                 },
                 axis=1,

@@ -88,11 +88,11 @@ def retraining_policy(
         return measure_drift(baseline, last.customer, recent, frames)
 
     reasons: list[str] = []
-    deferred: list[str] = []
+    cursor = ""  # the first customer this tick did not reach: the next tick starts there
     now = dt.datetime.now(dt.UTC)
     for customer in in_turn(customers, context.cursor):
-        if deferred or clock() - started > TICK_BUDGET_SECONDS:
-            deferred.append(customer)
+        if cursor or clock() - started > TICK_BUDGET_SECONDS:
+            cursor = cursor or customer
             reasons.append(f"{customer}: deferred to the next tick (tick budget used)")
             continue
         choice = settings.get(customer, DEFAULTS)
@@ -117,7 +117,6 @@ def retraining_policy(
             f"customers {start + 1}-{start + len(shown_here)} of {len(reasons)}: "
             + "; ".join(shown_here)
         )
-    cursor = deferred[0] if deferred else ""  # the next tick starts where this one stopped
     if requests:
         return dg.SensorResult(run_requests=requests, cursor=cursor)
     shown = reasons[:SHOWN_REASONS]
