@@ -19,11 +19,13 @@ import psycopg2
 import pytest
 import requests
 
+from retrain_assets.runtime.default_signals import with_default_signals
 from retrain_assets.store.server import libpq_url, with_database
+from retrain_assets_tests.waiting import patience
 
 UP = [str(Path(sys.executable).parent / "retrain-assets"), "up"]
-STARTUP_SECONDS = 120
-STOP_SECONDS = 30
+STARTUP_SECONDS = patience(120)
+STOP_SECONDS = patience(30)
 
 
 def free_port() -> int:
@@ -81,7 +83,7 @@ def graphql(port: int, query: str, variables: dict | None = None) -> dict:
 
 def wait_for_line(pattern: str, output: Path, seconds: float = 10) -> re.Match:
     """Wait until `up`'s output has a line matching `pattern`."""
-    deadline = time.monotonic() + seconds
+    deadline = time.monotonic() + patience(seconds)
     while time.monotonic() < deadline:
         match = re.search(pattern, output.read_text(), re.MULTILINE)
         if match:
@@ -207,7 +209,8 @@ def serving_process(
     """
     with log.open("wb") as out:
         process = subprocess.Popen(
-            argv, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            with_default_signals(argv), env=env, stdout=out, stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
     try:
         deadline = time.monotonic() + STARTUP_SECONDS

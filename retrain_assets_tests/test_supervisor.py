@@ -7,6 +7,7 @@ import pytest
 
 from retrain_assets.runtime.supervisor import ChildFailed, ChildSpec, Supervisor
 from retrain_assets_tests.running_platform import running
+from retrain_assets_tests.waiting import wait_until
 
 
 def python(code: str) -> tuple[str, ...]:
@@ -15,10 +16,8 @@ def python(code: str) -> tuple[str, ...]:
 
 def wait_for_line(path: Path, line: str, seconds: float = 10) -> None:
     """Wait for a line the child printed (the log's header line quotes its code, so whole lines)."""
-    deadline = time.monotonic() + seconds
-    while line not in path.read_text().splitlines():
-        assert time.monotonic() < deadline, f"{line!r} never appeared in {path}"
-        time.sleep(0.05)
+    wait_until(lambda: line in path.read_text().splitlines(), seconds, f"{line!r} in {path}",
+               interval=0.05)
 
 
 def test_a_child_that_exits_is_reported_by_name_with_its_output(tmp_path):

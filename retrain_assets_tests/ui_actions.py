@@ -4,12 +4,10 @@ Every call goes through the webserver's GraphQL API, the same one the UI uses, s
 does here is what an ML engineer's click does. Waits poll and fail naming what never happened.
 """
 
-import time
-from collections.abc import Callable
 
-import pytest
 
 from retrain_assets_tests.running_platform import RunningPlatform
+from retrain_assets_tests.waiting import wait_until
 
 LAUNCH_BACKFILL = """
 mutation Launch($params: LaunchBackfillParams!) {
@@ -42,15 +40,6 @@ RUN_STATUS = "query Run($id: ID!) { runOrError(runId: $id) { ... on Run { status
 def days(first: int, last: int, month: str) -> list[str]:
     """Return `month`-DD keys from `first` to `last` inclusive."""
     return [f"{month}-{d:02d}" for d in range(first, last + 1)]
-
-
-def wait_until(condition: Callable[[], object], seconds: float, what: str) -> None:
-    """Poll `condition` until it is true; fail naming `what` when it never is."""
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what} did not happen within {seconds} s")
-        time.sleep(0.5)
 
 
 def wait_for_customers(platform: RunningPlatform, count: int, seconds: float = 90) -> None:

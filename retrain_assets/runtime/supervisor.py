@@ -2,7 +2,9 @@
 
 Each child runs in a session of its own, so the terminal's Ctrl-C reaches only `up`, which
 then stops every child's whole process group (the code servers and runs they spawn
-included): first SIGTERM, then SIGKILL for what is still there after the grace period.
+included): first SIGTERM, then SIGKILL for what is still there after the grace period. Each
+child starts with the default action for the stop signals (see `default_signals`), so a `up`
+launched with SIGTERM ignored still stops its children cleanly.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from pathlib import Path
 
 import psutil
 import requests
+
+from retrain_assets.runtime.default_signals import with_default_signals
 
 POLL_SECONDS = 0.2
 _ANSI_COLOUR = re.compile(r"\x1b\[[0-9;]*m")
@@ -84,7 +88,7 @@ class Supervisor:
             )
             out.flush()
             process = subprocess.Popen(
-                spec.argv,
+                with_default_signals(spec.argv),
                 env=dict(env),
                 stdin=subprocess.DEVNULL,
                 stdout=out,

@@ -175,6 +175,98 @@ MIGRATIONS: list[str] = [
         computed_at     timestamptz NOT NULL DEFAULT clock_timestamp()
     );
     """,
+    # 6: deployment: who may serve what (routes), what was served (prediction log), the
+    # explicit deployment decisions, their rollouts, each step's analysis, and every move of
+    # the `champion` alias (the audit matches moves to decisions one to one).
+    """
+    CREATE TABLE serving_routes (
+        customer            text PRIMARY KEY,
+        champion_version    text,
+        canary_version      text,
+        canary_weight       double precision NOT NULL DEFAULT 0
+                            CHECK (canary_weight >= 0 AND canary_weight <= 1),
+        rollout_id          bigint,
+        step                text,
+        updated_at          timestamptz NOT NULL DEFAULT clock_timestamp(),
+        CHECK (canary_version IS NOT NULL OR canary_weight = 0)
+    );
+    CREATE INDEX serving_routes_updated ON serving_routes (updated_at);
+    CREATE TABLE prediction_log (
+        id              bigserial PRIMARY KEY,
+        customer        text NOT NULL,
+        model_version   text NOT NULL,
+        alias           text NOT NULL CHECK (alias IN ('champion', 'canary')),
+        served          boolean NOT NULL,
+        request_key     text NOT NULL,
+        store_id        text NOT NULL,
+        item_id         text NOT NULL,
+        forecast_date   date NOT NULL,
+        prediction      double precision,
+        error           text,
+        rollout_id      bigint,
+        step            text,
+        served_at       timestamptz NOT NULL
+    );
+    CREATE INDEX prediction_log_customer_time ON prediction_log (customer, served_at);
+    CREATE INDEX prediction_log_rollout ON prediction_log (rollout_id, step)
+        WHERE rollout_id IS NOT NULL;
+    CREATE TABLE deployment_settings (
+        customer        text PRIMARY KEY,
+        auto_deploy     boolean NOT NULL DEFAULT false,
+        updated_by      text NOT NULL,
+        updated_at      timestamptz NOT NULL DEFAULT clock_timestamp()
+    );
+    CREATE TABLE deployment_decisions (
+        id                  bigserial PRIMARY KEY,
+        customer            text NOT NULL,
+        version             text NOT NULL,
+        run_key             text NOT NULL,
+        decided_by          text NOT NULL,
+        reason              text NOT NULL,
+        gate_result_id      bigint NOT NULL REFERENCES gate_results (id),
+        previous_champion   text,
+        dagster_run_id      text,
+        decided_at          timestamptz NOT NULL DEFAULT clock_timestamp()
+    );
+    CREATE INDEX deployment_decisions_customer ON deployment_decisions (customer, id DESC);
+    CREATE TABLE rollouts (
+        id              bigserial PRIMARY KEY,
+        decision_id     bigint NOT NULL UNIQUE REFERENCES deployment_decisions (id),
+        customer        text NOT NULL,
+        version         text NOT NULL,
+        outcome         text CHECK (outcome IN ('promoted', 'rolled_back', 'failed')),
+        reason          text,
+        started_at      timestamptz NOT NULL DEFAULT clock_timestamp(),
+        finished_at     timestamptz
+    );
+    CREATE UNIQUE INDEX rollouts_one_active ON rollouts (customer) WHERE outcome IS NULL;
+    CREATE TABLE rollout_analyses (
+        id                  bigserial PRIMARY KEY,
+        rollout_id          bigint NOT NULL REFERENCES rollouts (id),
+        step                text NOT NULL,
+        canary_requests     integer NOT NULL,
+        canary_errors       integer NOT NULL,
+        canary_nonfinite    integer NOT NULL,
+        rows_with_actuals   integer NOT NULL,
+        canary_wape         double precision,
+        champion_wape       double precision,
+        passed              boolean NOT NULL,
+        reason              text NOT NULL,
+        analysed_at         timestamptz NOT NULL DEFAULT clock_timestamp()
+    );
+    CREATE INDEX rollout_analyses_rollout ON rollout_analyses (rollout_id, id);
+    CREATE TABLE champion_moves (
+        id              bigserial PRIMARY KEY,
+        customer        text NOT NULL,
+        from_version    text,
+        to_version      text NOT NULL,
+        decision_id     bigint NOT NULL REFERENCES deployment_decisions (id),
+        rollout_id      bigint NOT NULL UNIQUE REFERENCES rollouts (id),
+        moved_at        timestamptz NOT NULL DEFAULT clock_timestamp()
+    );
+    ALTER TABLE gate_results ADD COLUMN gate text NOT NULL DEFAULT 'beats_champion';
+    ALTER TABLE gate_results ADD COLUMN model_version text;
+    """,
 ]
 
 _LOCK_ID = 7_231_001  # pg_advisory_xact_lock key: one migrator at a time

@@ -21,10 +21,12 @@ import pytest
 import requests
 
 from retrain_assets.gpu.client import HttpGpuService
+from retrain_assets.runtime.default_signals import with_default_signals
+from retrain_assets_tests.waiting import patience
 
 TOKEN = "test-token"
 FEATURES = ["lag_7", "lag_14", "rolling_mean_7", "price", "on_promo", "day_of_week"]
-STARTUP_SECONDS = 60
+STARTUP_SECONDS = patience(60)
 
 
 def free_port() -> int:
@@ -129,7 +131,8 @@ class ServiceProcess:
         self.home.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("wb") as log:
             self.process = subprocess.Popen(
-                command, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
+                with_default_signals(command), env=env, stdin=subprocess.DEVNULL, stdout=log,
+                stderr=subprocess.STDOUT,
             )
         deadline = time.monotonic() + STARTUP_SECONDS
         while time.monotonic() < deadline:
@@ -196,7 +199,7 @@ class ServiceProcess:
     ) -> dict[str, Any]:
         """Poll a job until `condition` holds (default: its status is final)."""
         condition = condition or (lambda job: job["status"] in ("succeeded", "failed", "cancelled"))
-        deadline = time.monotonic() + seconds
+        deadline = time.monotonic() + patience(seconds)
         while time.monotonic() < deadline:
             job = self.job(job_id)
             if condition(job):

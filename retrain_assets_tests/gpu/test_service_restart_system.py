@@ -8,6 +8,7 @@ import pytest
 
 from retrain_assets.store.server import PostgresServer
 from retrain_assets_tests.gpu.service_process import ServiceProcess, training_spec
+from retrain_assets_tests.waiting import patience
 
 pytestmark = pytest.mark.system
 
@@ -57,7 +58,7 @@ def test_jobs_wait_for_a_slot_and_resume_after_the_service_is_killed(
 
 
 def _gone(pid: int, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
+    deadline = time.monotonic() + patience(seconds)
     while time.monotonic() < deadline:
         if not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
             return True

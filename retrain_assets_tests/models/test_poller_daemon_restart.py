@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
@@ -21,12 +20,14 @@ from retrain_assets.models.candidates import CandidateTable
 from retrain_assets.models.gate_results import latest_gate_result
 from retrain_assets.models.training_job_asset import training_job
 from retrain_assets.registry.mlflow_registry import MlflowRegistry
+from retrain_assets.runtime.default_signals import with_default_signals
 from retrain_assets.runtime.environment import child_environment, prepare_dagster_home, repo_file
 from retrain_assets.settings import storage_root
 from retrain_assets.store.migrations import migrate
 from retrain_assets.store.server import ensure_database
 from retrain_assets_tests.gpu.service_process import TOKEN, running_service
 from retrain_assets_tests.models.conftest import START, TENANTS
+from retrain_assets_tests.waiting import wait_until
 
 pytestmark = pytest.mark.system
 CUSTOMER = TENANTS[0].name
@@ -37,7 +38,7 @@ def start_daemon(log: Path) -> subprocess.Popen:
     """Start dagster-daemon on the repository's workspace, in its own process group."""
     with log.open("ab") as out:
         return subprocess.Popen(
-            [DAEMON, "run", "-w", str(repo_file("workspace.yaml"))],
+            with_default_signals([DAEMON, "run", "-w", str(repo_file("workspace.yaml"))]),
             env=dict(os.environ), stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
         )
 
@@ -66,13 +67,8 @@ def poll_visits(db: str) -> int:
     return sum(1 for row in history(db, "training", CUSTOMER) if row.state == "POLL_JOB")
 
 
-def wait_until(condition, seconds: float, what: str, log: Path) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            tail = log.read_text()[-4000:]
-            pytest.fail(f"{what} did not happen in {seconds} s; daemon log:\n{tail}")
-        time.sleep(0.5)
+def wait_for(condition, seconds: float, what: str, log: Path) -> None:
+    wait_until(condition, seconds, what, detail=lambda: f"daemon log:\n{log.read_text()[-4000:]}")
 
 
 def test_a_killed_daemon_resumes_the_wait_and_fetches_exactly_one_candidate(
@@ -124,16 +120,16 @@ def test_a_killed_daemon_resumes_the_wait_and_fetches_exactly_one_candidate(
             log = tmp_path / "daemon.log"
             daemon = start_daemon(log)
             try:
-                wait_until(lambda: poll_visits(db) > before, 90, "a poll by the daemon", log)
+                wait_for(lambda: poll_visits(db) > before, 90, "a poll by the daemon", log)
                 os.killpg(daemon.pid, signal.SIGKILL)
                 daemon.wait()
                 assert pointer(db, "training", CUSTOMER).state == "POLL_JOB"
                 daemon = start_daemon(log)
-                wait_until(
+                wait_for(
                     lambda: pointer(db, "training", CUSTOMER).state == "DONE", 180,
                     "the candidate fetched by a daemon-launched run", log,
                 )
-                wait_until(
+                wait_for(
                     lambda: any(r.is_finished for r in candidate_runs(instance)), 120,
                     "the candidate run (gate and registration included) to finish", log,
                 )

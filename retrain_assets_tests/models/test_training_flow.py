@@ -15,6 +15,7 @@ from retrain_assets.models.resources import GpuServiceResource
 from retrain_assets.models.training_job_asset import training_job
 from retrain_assets.settings import storage_root
 from retrain_assets.store.resource import ProjectDatabase
+from retrain_assets_tests.waiting import patience
 
 pytestmark = pytest.mark.system
 CUSTOMER = "alpha-us"
@@ -49,7 +50,7 @@ def tick(instance) -> dg.SensorResult:
 
 
 def poll_until_requested(instance, seconds: float = 60, customer=CUSTOMER) -> dg.RunRequest:
-    deadline = time.monotonic() + seconds
+    deadline = time.monotonic() + patience(seconds)
     while time.monotonic() < deadline:
         result = tick(instance)
         for request in result.run_requests:
