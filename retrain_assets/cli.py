@@ -33,11 +33,11 @@ def _migrate(_: argparse.Namespace) -> int:
     return 0
 
 
-def _up(_: argparse.Namespace) -> int:
+def _up(args: argparse.Namespace) -> int:
     from retrain_assets.runtime.up import run_up  # imported here: only `up` needs it
 
     try:
-        return run_up()
+        return run_up(demo=not args.no_demo)
     except FileNotFoundError as err:  # dagster.yaml or workspace.yaml missing: nothing started
         raise ValueError(str(err)) from err
 
@@ -132,7 +132,12 @@ def build_parser() -> argparse.ArgumentParser:
     mig = sub.add_parser("migrate", help="start Postgres if needed and create the project tables")
     mig.set_defaults(handler=_migrate)
     up = sub.add_parser(
-        "up", help="start Postgres, dagster-webserver and dagster-daemon; Ctrl-C stops them all"
+        "up",
+        help="start Postgres, the GPU service, MLflow, the Dagster UI and daemon; Ctrl-C stops all",
+    )
+    up.add_argument(
+        "--no-demo", action="store_true",
+        help="start the platform alone: land no demo tenants in an empty landing zone",
     )
     up.set_defaults(handler=_up)
     customers = sub.add_parser("customers", help="manage tenants").add_subparsers(

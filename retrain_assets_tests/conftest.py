@@ -5,6 +5,14 @@ import pytest
 
 from retrain_assets.store.server import PostgresServer, ensure_database, start_server
 from retrain_assets_tests.mlflow_server import running_mlflow
+from retrain_assets_tests.running_platform import RunningPlatform, running_platform
+
+SHARED_PLATFORM_ENV = {
+    "RETRAIN_POLL_INTERVAL_SECONDS": "2",
+    # the retraining policy is left to the tests that start a platform of their own
+    "RETRAIN_POLICY_INTERVAL_SECONDS": "3600",
+    "RETRAIN_GPU_ALLOW_FAULTS": "1",
+}
 
 
 @pytest.fixture(scope="session")
@@ -30,3 +38,16 @@ def mlflow_uri(
     """
     with running_mlflow(pg_server, tmp_path_factory.mktemp("mlflow")) as uri:
         yield uri
+
+
+@pytest.fixture(scope="session")
+def shared_platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningPlatform]:
+    """One `retrain-assets up --no-demo` for every system test that can share it.
+
+    Starting the platform costs tens of seconds, so tests that only need *a* running platform
+    share this one: each lands its own uniquely named customers and reads only their state.
+    Short poller interval; the retraining policy effectively off (SHARED_PLATFORM_ENV).
+    """
+    home = tmp_path_factory.mktemp("shared-platform")
+    with running_platform(home, env=SHARED_PLATFORM_ENV, args=("--no-demo",)) as platform:
+        yield platform

@@ -158,16 +158,17 @@ class RunningPlatform:
 
 @contextlib.contextmanager
 def running_platform(
-    tmp_path: Path, env: dict[str, str] | None = None
+    tmp_path: Path, env: dict[str, str] | None = None, args: tuple[str, ...] = ()
 ) -> Iterator[RunningPlatform]:
     """Start `retrain-assets up` in a fresh RETRAIN_HOME on a free port; kill what is left.
 
-    `env` adds variables (e.g. short sensor intervals) to what `up` and its processes get.
+    `env` adds variables (e.g. short sensor intervals) to what `up` and its processes get;
+    `args` are added to its command line (e.g. `--no-demo`).
     """
     home, port, output = tmp_path / "home", free_port(), tmp_path / "up.out"
     with output.open("wb") as out:
         process = subprocess.Popen(
-            UP, env={**up_environment(home, port), **(env or {})}, stdout=out,
+            [*UP, *args], env={**up_environment(home, port), **(env or {})}, stdout=out,
             stderr=subprocess.STDOUT,
         )
     children: list[psutil.Process] = []

@@ -196,12 +196,12 @@ def _print_ready(server: PostgresServer) -> None:
 
 
 def _start_and_watch(
-    supervisor: Supervisor, stop: StopRequests, dagster_yaml: Path, workspace: Path
+    supervisor: Supervisor, stop: StopRequests, dagster_yaml: Path, workspace: Path, demo: bool
 ) -> int:
     """Start the platform and watch it until a stop is requested or a child fails."""
     folders = prepare_dagster_home(dagster_yaml)
     server = _prepare_databases()
-    if not stop.requested:
+    if demo and not stop.requested:
         _seed_demo_tenants()
     env = child_environment(server, folders)  # once: every child gets the same GPU token
     _say_remote_gpu()
@@ -221,8 +221,10 @@ def _start_and_watch(
     return 0
 
 
-def run_up() -> int:
+def run_up(demo: bool = True) -> int:
     """Run the platform until Ctrl-C or SIGTERM (exit 0) or a failing child (exit 1).
+
+    With `demo` the demo tenants land in an empty landing zone; without it nothing is landed.
 
     Refuses with exit code 2, before starting anything, when a port it needs is taken or another
     `up` runs for the same RETRAIN_HOME. Returns normally in every case, so the embedded
@@ -247,7 +249,7 @@ def run_up() -> int:
     supervisor = Supervisor(retrain_home() / "logs")
     code = 0
     try:
-        code = _start_and_watch(supervisor, stop, dagster_yaml, workspace)
+        code = _start_and_watch(supervisor, stop, dagster_yaml, workspace, demo)
     except ChildFailed as err:
         print(f"retrain-assets up: {err}", file=sys.stderr, flush=True)
         code = 1
