@@ -10,6 +10,8 @@ import sys
 from retrain_assets.demo.seed import land_demo_tenants
 from retrain_assets.gpu.service.__main__ import add_arguments as add_gpu_arguments
 from retrain_assets.gpu.service.__main__ import run as run_gpu_service
+from retrain_assets.serving.__main__ import add_arguments as add_serve_arguments
+from retrain_assets.serving.__main__ import run as run_serve
 from retrain_assets.settings import landing_root
 
 
@@ -176,6 +178,11 @@ def build_parser() -> argparse.ArgumentParser:
     for flag, (name, kind) in _POLICY_OPTIONS.items():
         set_.add_argument(flag, dest=name, type=kind, default=None)
     set_.set_defaults(handler=_policy)
+    serve = sub.add_parser(
+        "serve", help="run the prediction service (v2 inference protocol and a JSON route)"
+    )
+    add_serve_arguments(serve)
+    serve.set_defaults(handler=run_serve)
     return parser
 
 

@@ -347,6 +347,19 @@ class MlflowRegistry:
         with _process_tracking_uri(self.tracking_uri):
             return version, mlflow.lightgbm.load_model(uri)
 
+    def load_version(self, customer: str, version: str) -> lightgbm.Booster:
+        """Return one registered version of the customer's model, loaded now from the registry.
+
+        The prediction service loads by version (the version its route names), never by
+        alias, so what it serves is exactly what the route says even while an alias moves.
+
+        Raises:
+            MlflowException: the model or version does not exist, or the server failed.
+        """
+        uri = f"models:/{model_name(customer)}/{version}"
+        with _process_tracking_uri(self.tracking_uri):
+            return mlflow.lightgbm.load_model(uri)
+
     # -- audit --------------------------------------------------------------------------------
 
     def audit(self, customer: str | None = None) -> list[Problem]:
