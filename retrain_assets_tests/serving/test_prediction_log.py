@@ -21,9 +21,19 @@ AT = dt.datetime(2026, 3, 2, 9, 30, tzinfo=dt.UTC)
 
 def log_row(key: str, prediction: float | None = 1.5, **changes) -> LogRow:
     fields = dict(
-        customer="acme", model_version="3", alias="champion", served=True, request_key=key,
-        store_id=key.split("/")[0], item_id="I1", forecast_date=dt.date(2026, 3, 1),
-        prediction=prediction, error=None, rollout_id=7, step="CANARY_10", served_at=AT,
+        customer="acme",
+        model_version="3",
+        alias="champion",
+        served=True,
+        request_key=key,
+        store_id=key.split("/")[0],
+        item_id="I1",
+        forecast_date=dt.date(2026, 3, 1),
+        prediction=prediction,
+        error=None,
+        rollout_id=7,
+        step="CANARY_10",
+        served_at=AT,
     )
     fields.update(changes)
     return LogRow(**fields)
@@ -54,7 +64,9 @@ def test_copy_lines_escape_text_and_keep_non_finite_numbers():
     assert fields[9] == "bad\\tvalue\\nline\\\\x"
     assert copy_lines([log_row("k", -math.inf)]).split("\t")[8] == "-Infinity"
     assert copy_lines([log_row("k", None, rollout_id=None)]).split("\t")[8:11] == [
-        "\\N", "\\N", "\\N"
+        "\\N",
+        "\\N",
+        "\\N",
     ]
 
 
@@ -62,8 +74,12 @@ def test_rows_are_committed_before_write_returns(serving_db):
     writer = PredictionLogWriter(serving_db)
     writer.start()
     try:
-        writer.write([log_row("S1/I1/2026-03-01", math.inf), log_row("S2/I1/2026-03-01", None,
-                      error="model failed:\tno feature weather")])
+        writer.write(
+            [
+                log_row("S1/I1/2026-03-01", math.inf),
+                log_row("S2/I1/2026-03-01", None, error="model failed:\tno feature weather"),
+            ]
+        )
         rows = logged(serving_db)  # another connection sees them at once: committed
     finally:
         writer.close()
@@ -82,11 +98,16 @@ def test_requests_waiting_together_share_one_statement(serving_db):
             cur.execute("LOCK TABLE prediction_log IN EXCLUSIVE MODE")
         with ThreadPoolExecutor(20) as pool:
             first = pool.submit(writer.write, [log_row("first/I1/2026-03-01")])
-            wait_until(lambda: copy_waits_on_a_lock(serving_db), 10, "the first COPY to wait",
-                       interval=0.05)
+            wait_until(
+                lambda: copy_waits_on_a_lock(serving_db),
+                10,
+                "the first COPY to wait",
+                interval=0.05,
+            )
             rest = [pool.submit(writer.write, [log_row(f"S{n}/I1/2026-03-01")]) for n in range(19)]
-            wait_until(lambda: writer.received_rows == 20, 10, "19 more requests queued",
-                       interval=0.01)
+            wait_until(
+                lambda: writer.received_rows == 20, 10, "19 more requests queued", interval=0.01
+            )
             assert not first.done()  # nothing is acknowledged before its commit
             blocker.rollback()  # releases the lock
             for future in [first, *rest]:
@@ -118,9 +139,7 @@ def test_close_commits_everything_queued_and_refuses_more(serving_db):
         closing.join(30)
         for future in futures:
             future.result(timeout=30)
-    assert sorted(row[0] for row in logged(serving_db)) == [
-        f"S{n}/I1/2026-03-01" for n in range(5)
-    ]
+    assert sorted(row[0] for row in logged(serving_db)) == [f"S{n}/I1/2026-03-01" for n in range(5)]
 
 
 def test_a_batch_postgres_refuses_fails_its_requests_without_acknowledging(serving_db):
