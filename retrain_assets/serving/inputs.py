@@ -36,6 +36,8 @@ V2_NUMERIC_TYPES = frozenset(
 )
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_BAD_ID_CHARACTER = re.compile(r"[/\x00-\x1f\x7f]")
+_NUMBER_TYPES = frozenset({float, int, bool, type(None)})
 _MISSING = object()
 Location = Callable[[str, int], str]
 
@@ -132,6 +134,14 @@ def _check_row_count(count: int, max_rows: int) -> None:
 def _identifiers(
     values: Sequence[Any], name: str, where: Location, problems: _Problems
 ) -> list[str]:
+    if (
+        values
+        and set(map(type, values)) == {str}
+        and min(map(len, values)) > 0
+        and max(map(len, values)) <= MAX_ID_LENGTH
+        and not _BAD_ID_CHARACTER.search("".join(values))
+    ):
+        return list(values)  # the common case, checked in C; the loop below names problems
     out = []
     for i, value in enumerate(values):
         if value is _MISSING:
@@ -174,6 +184,14 @@ def _dates(values: Sequence[Any], where: Location, problems: _Problems) -> list[
 def _numbers(
     values: Sequence[Any], name: str, where: Location, problems: _Problems, column: np.ndarray
 ) -> None:
+    if set(map(type, values)) <= _NUMBER_TYPES:  # the common case: numpy converts (None: NaN)
+        try:
+            column[:] = np.array(values, dtype="float64")
+        except OverflowError:
+            pass  # an integer beyond float range: the loop below names it
+        else:
+            if not np.isinf(column).any():  # NaN is only ever a null: JSON has no NaN
+                return
     for i, value in enumerate(values):
         if value is None:
             column[i] = math.nan  # a missing value, as in training

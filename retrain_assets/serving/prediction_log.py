@@ -20,12 +20,14 @@ import io
 import logging
 import math
 import queue
+import re
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 import psycopg2
 import psycopg2.extensions
@@ -35,6 +37,7 @@ from retrain_assets.store.server import libpq_url
 log = logging.getLogger(__name__)
 
 MAX_BATCH_ROWS = 50_000
+_NEEDS_ESCAPE = re.compile(r"[\\\t\n\r]")
 RETRY_DELAYS = (0.2, 1.0, 3.0)
 _COLUMNS = (
     "customer, model_version, alias, served, request_key, store_id, item_id, forecast_date, "
@@ -47,9 +50,11 @@ class LogUnavailable(Exception):
     """The rows could not be committed (or the writer is shutting down); nothing was logged."""
 
 
-@dataclass(frozen=True)
-class LogRow:
-    """One prediction (or failed prediction) as `prediction_log` stores it."""
+class LogRow(NamedTuple):
+    """One prediction (or failed prediction) as `prediction_log` stores it.
+
+    A named tuple, not a dataclass: a request of 1,000 rows makes up to 2,000 of them.
+    """
 
     customer: str
     model_version: str
@@ -70,6 +75,8 @@ def _text(value: str | None) -> str:
     r"""Return a text field for COPY's text format (\N is NULL; backslash escapes)."""
     if value is None:
         return r"\N"
+    if not _NEEDS_ESCAPE.search(value):
+        return value
     return (
         value.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
     )
@@ -79,24 +86,33 @@ def _number(value: float | None) -> str:
     """Return a double precision field; NaN and infinities are kept as Postgres spells them."""
     if value is None:
         return r"\N"
+    if math.isfinite(value):
+        return repr(float(value))
     if math.isnan(value):
         return "NaN"
-    if math.isinf(value):
-        return "Infinity" if value > 0 else "-Infinity"
-    return repr(float(value))
+    return "Infinity" if value > 0 else "-Infinity"
 
 
 def copy_lines(rows: Sequence[LogRow]) -> str:
     """Return `rows` as COPY text-format lines, in `_COLUMNS` order."""
     out = []
+    memo: dict[object, str] = {}  # customer, version, alias, step, day, time: a few values
+
+    def once(value: object, render: Callable[[Any], str]) -> str:
+        text = memo.get(value)
+        if text is None:
+            text = memo[value] = render(value)
+        return text
+
     for row in rows:
         rollout = r"\N" if row.rollout_id is None else str(int(row.rollout_id))
         out.append(
-            f"{_text(row.customer)}\t{_text(row.model_version)}\t{_text(row.alias)}\t"
-            f"{'t' if row.served else 'f'}\t{_text(row.request_key)}\t{_text(row.store_id)}\t"
-            f"{_text(row.item_id)}\t{row.forecast_date.isoformat()}\t"
-            f"{_number(row.prediction)}\t{_text(row.error)}\t{rollout}\t{_text(row.step)}\t"
-            f"{row.served_at.isoformat()}\n"
+            f"{once(row.customer, _text)}\t{once(row.model_version, _text)}\t"
+            f"{once(row.alias, _text)}\t{'t' if row.served else 'f'}\t"
+            f"{_text(row.request_key)}\t{_text(row.store_id)}\t{_text(row.item_id)}\t"
+            f"{once(row.forecast_date, dt.date.isoformat)}\t{_number(row.prediction)}\t"
+            f"{_text(row.error)}\t{rollout}\t{once(row.step, _text)}\t"
+            f"{once(row.served_at, dt.datetime.isoformat)}\n"
         )
     return "".join(out)
 

@@ -149,35 +149,58 @@ def _log_rows(
     served_at: dt.datetime,
 ) -> list[LogRow]:
     """Return one row per served prediction, plus the champion's shadow of each canary row."""
+    champion, canary = route.champion_version or "", route.canary_version or ""
+    nothing: list[float | None] = [None] * len(batch)
+    champion_values = (
+        by_champion.predictions.tolist() if by_champion.predictions is not None else nothing
+    )
+    canary_values: list[float | None] = nothing
+    if by_canary is not None and by_canary.predictions is not None:
+        canary_values = nothing.copy()
+        for i, value in zip(np.flatnonzero(to_canary), by_canary.predictions.tolist(), strict=True):
+            canary_values[i] = value
     rows: list[LogRow] = []
-    canary_at = np.cumsum(to_canary) - 1  # row i's place among the canary rows
-
-    def row(i: int, version: str, alias: str, served: bool, outcome: _Outcome, at: int) -> None:
-        prediction = None if outcome.predictions is None else float(outcome.predictions[at])
+    for i, (key, store, item, day) in enumerate(
+        zip(batch.keys, batch.store_ids, batch.item_ids, batch.dates, strict=True)
+    ):
+        if by_canary is not None and to_canary[i]:
+            rows.append(
+                LogRow(
+                    customer,
+                    canary,
+                    CANARY,
+                    True,
+                    key,
+                    store,
+                    item,
+                    day,
+                    canary_values[i],
+                    by_canary.error,
+                    route.rollout_id,
+                    route.step,
+                    served_at,
+                )
+            )
+            served = False  # the champion's prediction of this row is its shadow
+        else:
+            served = True
         rows.append(
             LogRow(
-                customer=customer,
-                model_version=version,
-                alias=alias,
-                served=served,
-                request_key=batch.keys[i],
-                store_id=batch.store_ids[i],
-                item_id=batch.item_ids[i],
-                forecast_date=batch.dates[i],
-                prediction=prediction,
-                error=outcome.error,
-                rollout_id=route.rollout_id,
-                step=route.step,
-                served_at=served_at,
+                customer,
+                champion,
+                CHAMPION,
+                served,
+                key,
+                store,
+                item,
+                day,
+                champion_values[i],
+                by_champion.error,
+                route.rollout_id,
+                route.step,
+                served_at,
             )
         )
-
-    for i in range(len(batch)):
-        if to_canary[i] and by_canary is not None:
-            row(i, route.canary_version, CANARY, True, by_canary, int(canary_at[i]))
-            row(i, route.champion_version, CHAMPION, False, by_champion, i)
-        else:
-            row(i, route.champion_version, CHAMPION, True, by_champion, i)
     return rows
 
 

@@ -22,12 +22,19 @@ def feature_frame(rows: int = 400, seed: int = 3, extra: tuple[str, ...] = ()) -
     return frame[[*MODEL_FEATURES, *extra]]
 
 
-def train(scale: float, offset: float, extra: tuple[str, ...] = (), rounds: int = 20):
+def train(
+    scale: float,
+    offset: float,
+    extra: tuple[str, ...] = (),
+    rounds: int = 20,
+    leaves: int = 15,
+    rows: int = 400,
+) -> lightgbm.Booster:
     """Return a booster predicting about `scale * lag_7 + offset` (versions tell apart)."""
-    frame = feature_frame(extra=extra)
-    target = scale * frame["lag_7"] + offset
+    frame = feature_frame(rows, extra=extra)
+    target = scale * frame["lag_7"] + offset + 0.3 * frame["rolling_mean_7"] * frame["on_promo"]
     return lightgbm.train(
-        {"objective": "regression", "num_leaves": 15, "verbose": -1, "seed": 1},
+        {"objective": "regression", "num_leaves": leaves, "verbose": -1, "seed": 1},
         lightgbm.Dataset(frame, label=target),
         num_boost_round=rounds,
     )
