@@ -44,6 +44,10 @@ from retrain_assets.serving.routes import RouteRefresher
 SERVER_NAME = "retrain_assets prediction service"
 OPEN_PATHS = frozenset({"/v2/health/live", "/v2/health/ready", "/openapi.json", "/docs"})
 ROW_BYTES_ALLOWANCE = 1024
+BINARY_REFUSED = (
+    "binary tensor data (the Inference-Header-Content-Length extension) is not supported: "
+    "send the tensors as JSON (tritonclient: binary_data=False)"
+)
 
 
 def max_body_bytes(max_rows: int) -> int:
@@ -185,9 +189,12 @@ def create_app(
     @app.post("/v2/models/{customer}/infer", tags=["v2"], openapi_extra=_body(_infer_schema()))
     async def infer(customer: str, request: Request) -> Response:
         """Predict a batch sent as v2 tensors; outputs forecast, model_version, alias, ..."""
+        binary = "inference-header-content-length" in request.headers
 
         def work(raw: bytes) -> dict[str, Any]:
             predictor.route(customer)  # an unknown customer is a 404 before any body check
+            if binary:
+                raise InvalidRequest(422, BINARY_REFUSED)
             parsed = v2_batch(parse_json(raw), max_rows)
             check_outputs(parsed.outputs)
             forecast = predictor.forecast(customer, parsed.batch)

@@ -272,6 +272,13 @@ def test_bad_input_is_refused_with_its_status_and_reason(service, module_db):
         422,
         f"inputs: missing {MODEL_FEATURES[-1]}",
     )
+    binary = service.call(
+        "POST",
+        f"/v2/models/{STEADY}/infer",
+        json=v2_request(good),
+        headers={"Inference-Header-Content-Length": "100"},
+    )
+    refused(binary, 422, "binary tensor data")
     refused(service.forecast(STEADY, good, token=None), 401, "missing or wrong bearer token")
     refused(service.forecast(STEADY, good, token="dev-token"), 401, "bearer token")
     secret = {**good[0], "price": "secret-price-417"}
