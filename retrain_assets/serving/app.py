@@ -18,8 +18,9 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
+from fastapi.security import HTTPBearer
 from starlette.concurrency import run_in_threadpool
 
 from retrain_assets.serving.guard import RequestGuard, error_body
@@ -42,6 +43,9 @@ from retrain_assets.serving.protocol import (
 from retrain_assets.serving.routes import RouteRefresher
 
 SERVER_NAME = "retrain_assets prediction service"
+# Enforced by RequestGuard before the body is read; declared here only so the OpenAPI document
+# (and its /docs page) shows which paths need the bearer token.
+_DOCUMENTED_TOKEN = [Depends(HTTPBearer(auto_error=False, description="RETRAIN_SERVE_TOKEN"))]
 OPEN_PATHS = frozenset({"/v2/health/live", "/v2/health/ready", "/openapi.json", "/docs"})
 ROW_BYTES_ALLOWANCE = 1024
 BINARY_REFUSED = (
@@ -170,23 +174,28 @@ def create_app(
             return _json({"ready": False, "reason": "; ".join(reasons)}, 503)
         return _json({"ready": True})
 
-    @app.get("/v2", tags=["v2"])
+    @app.get("/v2", tags=["v2"], dependencies=_DOCUMENTED_TOKEN)
     def server_metadata() -> dict[str, Any]:
         """Return the server's name, version and protocol extensions (none)."""
         return {"name": SERVER_NAME, "version": "1", "extensions": []}
 
-    @app.get("/v2/models/{customer}", tags=["v2"])
+    @app.get("/v2/models/{customer}", tags=["v2"], dependencies=_DOCUMENTED_TOKEN)
     def metadata(customer: str) -> Response:
         """Return the customer's model: versions served, inputs, outputs and the traffic split."""
         return _json(model_metadata(predictor.route(customer)))
 
-    @app.get("/v2/models/{customer}/ready", tags=["v2"])
+    @app.get("/v2/models/{customer}/ready", tags=["v2"], dependencies=_DOCUMENTED_TOKEN)
     def model_ready(customer: str) -> dict[str, Any]:
         """Answer 200 when the customer has a champion to serve (404/409 with the reason)."""
         route = predictor.route(customer)
         return {"name": customer, "ready": True, "versions": route.versions()}
 
-    @app.post("/v2/models/{customer}/infer", tags=["v2"], openapi_extra=_body(_infer_schema()))
+    @app.post(
+        "/v2/models/{customer}/infer",
+        tags=["v2"],
+        openapi_extra=_body(_infer_schema()),
+        dependencies=_DOCUMENTED_TOKEN,
+    )
     async def infer(customer: str, request: Request) -> Response:
         """Predict a batch sent as v2 tensors; outputs forecast, model_version, alias, ..."""
         binary = "inference-header-content-length" in request.headers
@@ -202,7 +211,12 @@ def create_app(
 
         return await answer(work, request)
 
-    @app.post("/forecast/{customer}", tags=["json"], openapi_extra=_body(_feature_schema()))
+    @app.post(
+        "/forecast/{customer}",
+        tags=["json"],
+        openapi_extra=_body(_feature_schema()),
+        dependencies=_DOCUMENTED_TOKEN,
+    )
     async def forecast(customer: str, request: Request) -> Response:
         """Predict `{"rows": [...]}`: per row its request key, prediction, version and alias."""
 
