@@ -9,6 +9,8 @@ registered as version 1 of customer `bench` (and, with --canary, a version 2 at 
 Measured per batch size (default 1, 100 and 1,000 rows a request):
 - in-process: the service's own model call (`Forecaster.predict` on the feature matrix), and
   LightGBM's `Booster.predict` on a pandas frame, as a caller would do it;
+- in-process with the log: `Predictor.forecast` (route, predict, log rows, COPY and commit)
+  with the real log writer on the same database, i.e. the service's work without HTTP;
 - one client, sequential requests on one keep-alive connection: latency p50 / p99, rows/s;
 - C concurrent clients: requests/s and rows/s (where group commit of the log pays off).
 Every request is a real prediction, logged and committed before its answer. Each measurement
@@ -22,6 +24,7 @@ that `prediction_log` holds every row it was answered for.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import statistics
 import sys
@@ -44,6 +47,10 @@ if str(ROOT) not in sys.path:  # the service helpers live in the test package
 from retrain_assets.models.export import MODEL_FEATURES  # noqa: E402
 from retrain_assets.registry.mlflow_registry import MlflowRegistry  # noqa: E402
 from retrain_assets.serving.forecaster import Forecaster  # noqa: E402
+from retrain_assets.serving.inputs import rows_batch  # noqa: E402
+from retrain_assets.serving.prediction_log import PredictionLogWriter  # noqa: E402
+from retrain_assets.serving.predictor import Predictor  # noqa: E402
+from retrain_assets.serving.routes import Route, RouteTable  # noqa: E402
 from retrain_assets.store.database import transaction  # noqa: E402
 from retrain_assets.store.migrations import migrate  # noqa: E402
 from retrain_assets.store.server import ensure_database, start_server  # noqa: E402
@@ -111,6 +118,24 @@ def in_process(forecaster: Forecaster, size: int, count: int, limit: float) -> d
         "pandas_p50": percentile(booster_call, 50),
         "rows_per_s": size / statistics.fmean(service_call),
     }
+
+
+def in_process_logged(
+    forecaster: Forecaster, app_db: str, size: int, count: int, limit: float, key_base: int
+) -> dict[str, float]:
+    """Time the service's work without HTTP: route, predict, log and commit (`Predictor`)."""
+    table = RouteTable()
+    table.put(Route(CUSTOMER, forecaster.version, None, 0.0, None, None, dt.datetime.now(dt.UTC)))
+    table.loaded = True
+    writer = PredictionLogWriter(app_db)
+    writer.start()
+    try:
+        predictor = Predictor(table, lambda customer, version: forecaster, writer)
+        batch = rows_batch(json.loads(rows_body(size, key_base)), size)
+        times = timed_calls(lambda: predictor.forecast(CUSTOMER, batch), count, limit)
+    finally:
+        writer.close()
+    return {"p50": percentile(times, 50), "rows": size * len(times)}
 
 
 def sequential(url: str, size: int, count: int, limit: float, key_base: int) -> dict[str, float]:
@@ -208,7 +233,7 @@ def main() -> int:
             service.start()
             try:
                 report, answered = measure(
-                    service, Forecaster.of(CUSTOMER, version, champion), sizes, args
+                    service, app_db, Forecaster.of(CUSTOMER, version, champion), sizes, args
                 )
             finally:
                 code = service.stop()
@@ -224,29 +249,36 @@ def main() -> int:
 
 
 def measure(
-    service: ServingProcess, forecaster: Forecaster, sizes: list[int], args: argparse.Namespace
+    service: ServingProcess,
+    app_db: str,
+    forecaster: Forecaster,
+    sizes: list[int],
+    args: argparse.Namespace,
 ) -> tuple[str, int]:
     """Run every measurement; return the Markdown table and how many rows were answered."""
     url = f"{service.url}/forecast/{CUSTOMER}"
     lines = [
-        f"| rows/request | in-process p50 / p99 ms | (pandas p50 ms) | service p50 / p99 ms "
-        f"| overhead p50 | sequential rows/s | {args.clients} clients req/s | "
-        f"{args.clients} clients rows/s |",
-        "|---|---|---|---|---|---|---|---|",
+        f"| rows/request | model in-process p50 / p99 ms | (pandas p50 ms) "
+        f"| model + log commit p50 ms | service p50 / p99 ms | service / model p50 "
+        f"| sequential rows/s | {args.clients} clients req/s | {args.clients} clients rows/s |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     key_base, answered = 0, 0
     for size in sizes:
         count = max(50, args.requests // round(size**0.5))
         local = in_process(forecaster, size, max(count, 200), args.seconds)
+        logged = in_process_logged(forecaster, app_db, size, count, args.seconds, key_base)
+        key_base += 10_000_000
         seq = sequential(url, size, count, args.seconds, key_base)
         key_base += 10_000_000
         par = concurrent(url, size, args.clients, count, args.seconds, key_base)
         key_base += 10_000_000
-        answered += int(seq["rows"]) + int(par["rows"])
+        answered += int(seq["rows"]) + int(par["rows"]) + int(logged["rows"])
         lines.append(
             f"| {size:,} | {local['p50']:.3f} / {local['p99']:.3f} | {local['pandas_p50']:.3f} "
-            f"| {seq['p50']:.2f} / {seq['p99']:.2f} | {seq['p50'] / local['p50']:.0f}x "
-            f"(+{seq['p50'] - local['p50']:.2f} ms) | {seq['rows_per_s']:,.0f} "
+            f"| {logged['p50']:.2f} | {seq['p50']:.2f} / {seq['p99']:.2f} "
+            f"| {seq['p50'] / local['p50']:.0f}x (+{seq['p50'] - local['p50']:.2f} ms) "
+            f"| {seq['rows_per_s']:,.0f} "
             f"| {par['requests_per_s']:,.0f} | {par['rows_per_s']:,.0f} |"
         )
         print(lines[-1], f"({int(seq['requests'])} sequential, {int(par['requests'])} concurrent)",
