@@ -153,7 +153,7 @@ def create_app(
 
     async def answer(work: Callable[[bytes], dict[str, Any]], request: Request) -> Response:
         raw = await request.body()
-        return _json(await run_in_threadpool(work, raw))
+        return await run_in_threadpool(lambda: _json(work(raw)))  # off the event loop
 
     @app.get("/v2/health/live", tags=["health"])
     def live() -> dict[str, bool]:
