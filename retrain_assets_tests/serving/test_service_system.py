@@ -210,7 +210,8 @@ def test_a_route_move_is_served_without_restart_and_no_request_fails(service, mo
         set_route(module_db, MOVING, "2", rollout=12, step="PROMOTE")
 
         def moved() -> bool:
-            return any(v == ("2", "champion") for c in clients for v in c.acknowledged.values())
+            answers = [v for c in clients for v in list(c.acknowledged.values())]  # a snapshot
+            return ("2", "champion") in answers
 
         wait_until(moved, 30, "the move to version 2", interval=0.1)
         settle = [c.requests for c in clients]
