@@ -2,7 +2,8 @@
 
 The order matters: ports are checked before anything starts, the databases exist before a
 process connects to them, the demo tenants have landed before the sensors first look, and the
-GPU service and the MLflow tracking server start before the Dagster processes that call them.
+GPU service, the MLflow tracking server and the prediction service (which loads its models from
+MLflow) start before the Dagster processes that call them.
 """
 
 from __future__ import annotations
