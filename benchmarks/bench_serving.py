@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import re
 import statistics
 import sys
 import tempfile
@@ -241,6 +242,8 @@ def main() -> int:
                 cur.execute("SELECT count(*) FROM prediction_log WHERE served")
                 logged = cur.fetchone()[0]
         print(report)
+        batching = re.search(r"stopped after .*", service.log())
+        print(f"service log: {batching.group(0) if batching else 'no shutdown line'}")
         print(f"prediction_log: {logged} served rows for {answered} answered; service exit {code}")
         if logged != answered:
             print("MISMATCH: the log does not hold every answered row", file=sys.stderr)

@@ -142,6 +142,7 @@ class PredictionLogWriter:
         self.retry_delays = retry_delays
         self.received_rows = 0
         self.committed_rows = 0
+        self.committed_requests = 0
         self.batches = 0
         self.last_error: str | None = None
         self._queue: queue.Queue[_Batch | object] = queue.Queue()
@@ -208,7 +209,12 @@ class PredictionLogWriter:
         finally:
             if self._conn is not None:
                 self._conn.close()
-            log.info("prediction log writer stopped after %d row(s)", self.committed_rows)
+            log.info(
+                "prediction log writer stopped after %d row(s) in %d batch(es) of %d request(s)",
+                self.committed_rows,
+                self.batches,
+                self.committed_requests,
+            )
 
     def _next_batches(self) -> tuple[list[_Batch], bool]:
         """Wait for queued rows, then take whatever else is queued, up to max_batch_rows."""
@@ -244,6 +250,7 @@ class PredictionLogWriter:
                 self._drop_connection()
                 continue
             self.committed_rows += len(rows)
+            self.committed_requests += len(batches)
             self.batches += 1
             self.last_error = None
             for batch in batches:
