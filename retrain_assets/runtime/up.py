@@ -198,7 +198,11 @@ def _print_ready(server: PostgresServer) -> None:
 def _start_and_watch(
     supervisor: Supervisor, stop: StopRequests, dagster_yaml: Path, workspace: Path, demo: bool
 ) -> int:
-    """Start the platform and watch it until a stop is requested or a child fails."""
+    """Start the platform and keep it running until a stop is requested.
+
+    A child that crashes after the start is restarted with backoff; one that crashes too often
+    in a short window (see `RestartPolicy`) ends `up` with ChildFailed.
+    """
     folders = prepare_dagster_home(dagster_yaml)
     server = _prepare_databases()
     if demo and not stop.requested:
@@ -216,13 +220,13 @@ def _start_and_watch(
             return 0
     _print_ready(server)
     while not stop.requested:
-        supervisor.check()
+        supervisor.keep_running(_say)
         time.sleep(WATCH_SECONDS)
     return 0
 
 
 def run_up(demo: bool = True) -> int:
-    """Run the platform until Ctrl-C or SIGTERM (exit 0) or a failing child (exit 1).
+    """Run the platform until Ctrl-C or SIGTERM (exit 0) or a child that keeps crashing (exit 1).
 
     With `demo` the demo tenants land in an empty landing zone; without it nothing is landed.
 
