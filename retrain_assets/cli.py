@@ -43,6 +43,20 @@ def _up(args: argparse.Namespace) -> int:
         raise ValueError(str(err)) from err
 
 
+def _demo_clock(args: argparse.Namespace) -> int:
+    from retrain_assets.demo.clock import run_clock
+    from retrain_assets.runtime.demo_mode import demo_day_seconds
+    from retrain_assets.runtime.signals import StopRequests
+
+    stop = StopRequests()
+    stop.install()
+    seconds = args.seconds if args.seconds is not None else demo_day_seconds()
+    print(f"demo clock: a day per tenant every {seconds:g} s into {landing_root()}", flush=True)
+    run_clock(landing_root(), seconds, lambda: stop.requested,
+              lambda line: print(f"landed {line}", flush=True))
+    return 0
+
+
 def _customers_add(args: argparse.Namespace) -> int:
     from retrain_assets.runtime.customers_admin import add_customer
 
@@ -159,6 +173,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="start the platform alone: land no demo tenants in an empty landing zone",
     )
     up.set_defaults(handler=_up)
+    clock = sub.add_parser(
+        "demo-clock", help="land the next simulated day of each demo tenant every few seconds"
+    )
+    clock.add_argument(
+        "--seconds", type=float, default=None, help="default: $RETRAIN_DEMO_DAY_SECONDS, else 20"
+    )
+    clock.set_defaults(handler=_demo_clock)
     customers = sub.add_parser("customers", help="manage tenants").add_subparsers(
         dest="action", required=True
     )
