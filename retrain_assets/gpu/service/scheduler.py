@@ -75,6 +75,7 @@ class Scheduler:
         self._lock_held = True
         self._owner = True
         self._database_down = False
+        self._recovery_due = False
 
     @property
     def busy_slots(self) -> int:
@@ -135,10 +136,14 @@ class Scheduler:
         """Check the lock, reap finished workers, then start workers while slots are free."""
         if not self.lock.is_held():
             self._lock_held = False
+            self._recovery_due = True  # until it completes, even if Postgres flaps meanwhile
             if not self._regain_lock():
                 return
         self._lock_held = True
         self._reap()
+        if self._recovery_due:
+            self._requeue_unattended()
+            self._recovery_due = False
         while len(self._workers) < self.slots and not self._stopping.is_set():
             claim = self.store.claim()
             if claim is None:
@@ -182,9 +187,6 @@ class Scheduler:
             self._give_up(str(taken))
             return False
         log.info("service lock taken back: requeuing jobs that lost their database")
-        self._lock_held = True
-        self._reap()
-        self._requeue_unattended()
         return True
 
     def _requeue_unattended(self) -> None:
