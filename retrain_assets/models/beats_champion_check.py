@@ -12,7 +12,7 @@ import math
 import dagster as dg
 from pydantic import Field
 
-from retrain_assets.customers import CUSTOMERS
+from retrain_assets.customers import CUSTOMERS, customer_of
 from retrain_assets.models.candidates import CandidateTable
 from retrain_assets.models.export import MODEL_FEATURES, read_holdout
 from retrain_assets.models.gate import Champion, evaluate
@@ -56,7 +56,7 @@ def beats_champion(
     gate_settings: GateSettings,
 ) -> dg.AssetCheckResult:
     """Score candidate and champion on the candidate's holdout; record and return the verdict."""
-    customer, db_url = context.partition_key, project_db.connection_url()
+    customer, db_url = customer_of(context), project_db.connection_url()
     key = latest_run_key(context.instance, model_candidate.key, customer)
     candidate = CandidateTable(db_url, storage_root()).get(key)
     if candidate is None:

@@ -10,7 +10,7 @@ its input signature, its training metrics and a forecast-against-actuals plot on
 import dagster as dg
 from pydantic import Field
 
-from retrain_assets.customers import CUSTOMERS
+from retrain_assets.customers import CUSTOMERS, customer_of
 from retrain_assets.machines.engine import advance
 from retrain_assets.machines.store import pointer as read_pointer
 from retrain_assets.machines.training import NAME, start_training, training_machine
@@ -47,7 +47,7 @@ def model_candidate(
     mlflow_registry: MlflowRegistryResource,
 ) -> dg.MaterializeResult:
     """Finish the training machine (DOWNLOAD_SAVE -> DONE) and describe the candidate."""
-    customer, db_url = context.partition_key, project_db.connection_url()
+    customer, db_url = customer_of(context), project_db.connection_url()
     current = read_pointer(db_url, NAME, customer)
     if current is None:
         raise ValueError(f"{customer} has no training run; materialize training_job first")

@@ -12,7 +12,11 @@ import time
 
 import dagster as dg
 
-from retrain_assets.customers import CUSTOMERS
+from retrain_assets.customers import (
+    CUSTOMERS,
+    refused_partition_message,
+    split_customer_partitions,
+)
 from retrain_assets.features.parquet_store import PartitionStorage
 from retrain_assets.models.training_job_asset import training_job
 from retrain_assets.policy.alerts import pending_alerts, raise_alert
@@ -70,7 +74,9 @@ def retraining_policy(
     url, instance = project_db.connection_url(), context.instance
     requests = requests_for_open(url, instance, open_decisions(url))
     published = latest_snapshots(url)
-    customers = sorted(instance.get_dynamic_partitions(CUSTOMERS.name))
+    customers, refused = split_customer_partitions(instance.get_dynamic_partitions(CUSTOMERS.name))
+    for key in refused:  # added by hand in the UI: never decided for, never trained
+        context.log.error(refused_partition_message(key))
     if not published or not customers:
         what = "feature snapshot is published" if not published else "customer is known"
         return dg.SensorResult(run_requests=requests, skip_reason=f"no {what} yet")

@@ -33,6 +33,8 @@ from mlflow.models import infer_signature
 from mlflow.tracking import MlflowClient
 from mlflow.tracking._tracking_service.utils import _use_tracking_uri
 
+from retrain_assets.customer_names import validate_customer_name
+
 EXPERIMENT_PREFIX = "demand_forecast/"
 MODEL_PREFIX = "demand_forecast."
 RUN_KEY_TAG = "run_key"
@@ -66,13 +68,17 @@ class Problem:
 
 
 def experiment_name(customer: str) -> str:
-    """Return the MLflow experiment of a customer's candidate runs."""
-    return f"{EXPERIMENT_PREFIX}{customer}"
+    """Return the MLflow experiment of a customer's candidate runs.
+
+    Raises InvalidCustomerName for an unsafe name: a `%` or `_` would widen the registry's
+    LIKE searches to other customers, a `/` would nest experiments.
+    """
+    return f"{EXPERIMENT_PREFIX}{validate_customer_name(customer)}"
 
 
 def model_name(customer: str) -> str:
-    """Return the registered model of a customer's candidates."""
-    return f"{MODEL_PREFIX}{customer}"
+    """Return the registered model of a customer's candidates (InvalidCustomerName if unsafe)."""
+    return f"{MODEL_PREFIX}{validate_customer_name(customer)}"
 
 
 def _quoted(value: str) -> str:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from retrain_assets.customers import InvalidCustomerName, validate_customer_name
+from retrain_assets.customer_names import InvalidCustomerName, validate_customer_name
 from retrain_assets.serving.forecaster import Forecaster, PredictionFailed
 from retrain_assets.serving.inputs import FeatureBatch
 from retrain_assets.serving.prediction_log import LogRow, LogUnavailable, PredictionLogWriter

@@ -138,3 +138,13 @@ def test_a_tick_out_of_budget_hands_the_next_tick_the_customers_it_did_not_reach
     assert policy_module.in_turn(["a", "b", "c"], "b") == ["b", "c", "a"]
     assert policy_module.in_turn(["a", "c"], "b") == ["c", "a"]  # "b" was removed since
     assert policy_module.in_turn(["a", "c"], "") == ["a", "c"]
+
+
+def test_an_unsafe_partition_added_by_hand_is_never_evaluated(db, publish, instance, tmp_path):
+    instance.add_dynamic_partitions(CUSTOMERS.name, ["../x/y"])
+    publish(0, 24, {"acme": 10, "bolt": 10})
+    result = tick(instance, db, tmp_path)
+    assert result.skip_reason.skip_message == (
+        "acme: not enough history yet: 25 of 56 days published with rows for this customer; "
+        "bolt: not enough history yet: 25 of 56 days published with rows for this customer"
+    )
