@@ -34,11 +34,11 @@ def _finite_or_none(predictions: list[float]) -> tuple[list[float | None], list[
 
 
 def rows_response(forecast: Forecast) -> dict[str, Any]:
-    """Return the JSON route's answer: per row its key, prediction, version and alias."""
+    """Return the JSON route's answer: `predictions`, per row its key, value, version, alias."""
     values, flags = _finite_or_none(forecast.predictions.tolist())
     return {
         "customer": forecast.customer,
-        "rows": [
+        "predictions": [
             {
                 "request_key": key,
                 "prediction": value,

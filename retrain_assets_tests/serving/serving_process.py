@@ -156,5 +156,5 @@ class Client(threading.Thread):
                     f"request {self.requests}: {response.status_code} {response.text}"
                 )
                 continue
-            for row in response.json()["rows"]:
+            for row in response.json()["predictions"]:
                 self.acknowledged[row["request_key"]] = (row["model_version"], row["alias"])

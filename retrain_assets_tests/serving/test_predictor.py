@@ -155,7 +155,7 @@ def test_non_finite_predictions_are_logged_as_they_are_and_answered_null():
     rows, _ = batch(2)
     forecast = predictor(route(champion="5"), log=log).forecast("acme", rows)
     assert all(math.isnan(r.prediction) for r in log.rows)
-    answer = rows_response(forecast)["rows"][0]
+    answer = rows_response(forecast)["predictions"][0]
     assert answer["prediction"] is None and answer["non_finite"] is True
     outputs = {o["name"]: o for o in infer_response(forecast, "r1", None)["outputs"]}
     assert outputs["forecast"]["data"] == [None, None]

@@ -163,7 +163,7 @@ def test_v2_and_json_routes_serve_the_champion_and_log_it(service, module_db, bo
 
     plain = service.forecast(STEADY, rows)
     assert plain.status_code == 200, plain.text
-    answered = plain.json()["rows"]
+    answered = plain.json()["predictions"]
     assert [r["request_key"] for r in answered] == [f"S1/I{i}/2026-03-01" for i in range(5)]
     assert np.allclose([r["prediction"] for r in answered], expected)
     assert {(r["model_version"], r["alias"], r["non_finite"]) for r in answered} == {
@@ -179,8 +179,8 @@ def test_a_canary_at_half_gets_its_keys_every_time_and_is_shadowed(service, modu
     set_route(module_db, STEADY, "1", canary="2", weight=0.5, rollout=11, step="CANARY_50")
     wait_for_versions(service, STEADY, ["1", "2"])
     rows = [feature_row(f"C{i % 10}", f"I{i}", seed=i) for i in range(400)]
-    first = service.forecast(STEADY, rows).json()["rows"]
-    again = service.forecast(STEADY, rows).json()["rows"]
+    first = service.forecast(STEADY, rows).json()["predictions"]
+    again = service.forecast(STEADY, rows).json()["predictions"]
     assert [r["model_version"] for r in first] == [r["model_version"] for r in again]
     expected = {
         r["request_key"]: ("2" if bucket(STEADY, r["request_key"]) < 0.5 else "1") for r in first
@@ -387,7 +387,8 @@ def test_sigkill_then_restart_loses_nothing_acknowledged_and_serves_the_same(
     own_service.start()
     probe = [feature_row(f"P{i % 5}", f"I{i}", seed=i) for i in range(100)]
     before = [
-        (r["model_version"], r["alias"]) for r in own_service.forecast(STEADY, probe).json()["rows"]
+        (r["model_version"], r["alias"])
+        for r in own_service.forecast(STEADY, probe).json()["predictions"]
     ]
     assert {v for v, _ in before} == {"1", "2"}
     clients = hammer(own_service, STEADY, "kill")
@@ -398,5 +399,5 @@ def test_sigkill_then_restart_loses_nothing_acknowledged_and_serves_the_same(
     own_service.start()
     after = own_service.forecast(STEADY, probe)
     assert after.status_code == 200, after.text
-    assert [(r["model_version"], r["alias"]) for r in after.json()["rows"]] == before
+    assert [(r["model_version"], r["alias"]) for r in after.json()["predictions"]] == before
     assert own_service.stop() == 0
