@@ -1,0 +1,290 @@
+"""Cutting a landing file into its header, its rows and its malformed lines, with true lines.
+
+Line numbers are physical: a line ends at LF, CRLF or a lone CR, line 1 is the first line of
+the file, and a row's line is the one it starts on. The file is cut into lines with numpy. The
+lines with no quote and no control character (nearly all of them) go to pyarrow's CSV parser
+as one buffer with quoting off, so its rows are those lines, in order. The few other lines are
+parsed here, with the quoting of the original pandas reader: a quote opens a field only as its
+first character, `""` inside is one quote, text after the closing quote belongs to the field.
+A row may run over several lines only inside a closed quoted field, and only if it comes out
+with as many fields as the header; otherwise its first line alone is a malformed row and
+reading goes on at the next line. Lines that are empty or hold only spaces and tabs are skipped
+(they hold no data) but counted.
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
+
+_LF, _CR, _TAB, _QUOTE, _COMMA = 10, 13, 9, 34, 44
+_QUOTED = re.compile(rb'"((?:[^"]++|"")*+)"([^,\r\n]*+)')
+_UNQUOTED = re.compile(rb"[^,\r\n]*+")
+_COUNT_BLOCK = 1 << 18  # lines per block when counting commas (bounds the temporary arrays)
+
+
+class UnreadableCsv(ValueError):
+    """The file has no usable header, so none of it can be read as rows."""
+
+
+@dataclass(frozen=True)
+class MalformedLine:
+    """A line that could not be cut into the header's fields: its text and why."""
+
+    line: int
+    text: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class LandingRows:
+    """The rows of a landing file, as the text of their fields, in file order.
+
+    `fields` has one string column per header field (`f0`, `f1`, ...), raw (not stripped);
+    `lines` the physical line each row starts on; `careful` the positions of the rows parsed
+    outside pyarrow, the only ones that can hold a control character or a line break.
+    """
+
+    fields: pa.Table
+    lines: np.ndarray
+    careful: np.ndarray
+    malformed: list[MalformedLine]
+
+
+def _fields(count: int) -> str:
+    return f"{count} field" if count == 1 else f"{count} fields"
+
+
+def _parse_record(data: bytes, pos: int, endpos: int) -> tuple[list[bytes], int] | None:
+    """Parse one row starting at `pos`; None when a quoted field does not close before `endpos`.
+
+    Returns the fields and the position where the row ended (a line break or `endpos`).
+    """
+    fields: list[bytes] = []
+    while True:
+        if pos < endpos and data[pos] == _QUOTE:
+            match = _QUOTED.match(data, pos, endpos)
+            if match is None:
+                return None
+            fields.append(match[1].replace(b'""', b'"') + match[2])
+        else:
+            match = _UNQUOTED.match(data, pos, endpos)
+            fields.append(match[0])
+        pos = match.end()
+        if pos < endpos and data[pos] == _COMMA:
+            pos += 1
+        else:
+            return fields, pos
+
+
+class LandingCsv:
+    """One landing file cut into physical lines, its header read.
+
+    Raises:
+        UnreadableCsv: the file has no header line, or the header's quote never closes.
+    """
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+        self._bytes = np.frombuffer(data, dtype=np.uint8)
+        first = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
+        controls = self._cut_lines(first)
+        self._suspect_bytes = controls
+        header_index = next((i for i in range(len(self._starts)) if not self._blank(i)), None)
+        if header_index is None:
+            raise UnreadableCsv("the file has no header line")
+        parsed = _parse_record(data, int(self._starts[header_index]), len(data))
+        if parsed is None:
+            raise UnreadableCsv(f"the header (line {header_index + 1}) has an unclosed quote")
+        fields, end = parsed
+        self.header: list[str] = [field.decode("utf-8") for field in fields]
+        self._body = self._line_of(end) + 1
+
+    def _cut_lines(self, first: int) -> np.ndarray:
+        """Find where each physical line starts and ends; return other control bytes' positions."""
+        values = self._bytes
+        low = np.flatnonzero(values < 32)
+        kinds = values[low]
+        breaks = low[kinds == _LF]
+        returns = low[kinds == _CR]
+        if len(returns):
+            after = np.minimum(returns + 1, len(values) - 1)
+            lone = returns[(returns + 1 >= len(values)) | (values[after] != _LF)]
+            breaks = np.union1d(breaks, lone)
+        starts = np.concatenate(([first], breaks + 1)).astype(np.int64)
+        ends = np.concatenate((breaks, [len(values)])).astype(np.int64)
+        if len(returns):
+            crlf = (values[ends[:-1]] == _LF) & (ends[:-1] > first)
+            crlf &= values[np.maximum(ends[:-1] - 1, 0)] == _CR
+            ends[:-1][crlf] -= 1
+        if starts[-1] >= len(values) and len(starts) > 1:  # the file ends with a line break
+            starts, ends = starts[:-1], ends[:-1]
+        self._starts, self._ends = starts, ends
+        return low[(kinds != _TAB) & (kinds != _LF) & (kinds != _CR)]
+
+    def _line_of(self, positions: np.ndarray | int) -> np.ndarray:
+        return np.searchsorted(self._starts, positions, side="right") - 1
+
+    def _blank(self, index: int) -> bool:
+        text = self._data[self._starts[index] : self._ends[index]]
+        return not text.strip(b" \t")
+
+    def _text(self, index: int) -> str:
+        return self._data[self._starts[index] : self._ends[index]].decode("utf-8")
+
+    def rows(self) -> LandingRows:
+        """Cut the lines after the header into rows of the header's width."""
+        width, body, count = len(self.header), self._body, len(self._starts)
+        lengths = self._ends - self._starts
+        careful = set()
+        for positions in (self._suspect_bytes, self._quote_positions()):
+            careful.update(self._line_of(positions).tolist())
+        careful_lines = sorted(i for i in careful if i >= body)
+        taken = np.zeros(count, dtype=bool)  # lines that belong to a row or a malformed line
+        records: list[tuple[int, list[bytes]]] = []
+        malformed: list[MalformedLine] = []
+        for index in careful_lines:
+            if taken[index]:
+                continue
+            record, last = self._careful_row(index, width)
+            taken[index : last + 1] = True
+            if record is None:
+                malformed.append(self._malformed(index, "a quoted field is not closed"))
+            elif len(record) != width:
+                reason = f"{_fields(len(record))} where the header has {width}"
+                malformed.append(self._malformed(index, reason))
+            else:
+                records.append((index, record))
+        fast = np.flatnonzero(~taken & (lengths > 0))
+        fast = fast[fast >= body]
+        table, fast, more_malformed = self._read_fast(fast, width)
+        return self._combine(table, fast, records, malformed + more_malformed, width)
+
+    def _quote_positions(self) -> np.ndarray:
+        if self._data.find(b'"') == -1:
+            return np.empty(0, dtype=np.int64)
+        return np.flatnonzero(self._bytes == _QUOTE)
+
+    def _careful_row(self, index: int, width: int) -> tuple[list[bytes] | None, int]:
+        """Parse the row on line `index`; return its fields (None: malformed) and its last line.
+
+        A row that runs over several lines must close and have `width` fields; if not, the
+        first line alone is taken as malformed.
+        """
+        start, end = int(self._starts[index]), int(self._ends[index])
+        parsed = _parse_record(self._data, start, len(self._data))
+        if parsed is not None:
+            fields, stop = parsed
+            last = index if stop <= end else int(self._line_of(stop))
+            if last == index or len(fields) == width:
+                return fields, last
+        return None, index
+
+    def _malformed(self, index: int, reason: str) -> MalformedLine:
+        return MalformedLine(index + 1, self._text(index), f"malformed row: {reason}")
+
+    def _read_fast(
+        self, fast: np.ndarray, width: int
+    ) -> tuple[pa.Table, np.ndarray, list[MalformedLine]]:
+        """Parse the plain lines with pyarrow; lines of the wrong width are malformed (or blank)."""
+        names = [f"f{i}" for i in range(width)]
+        if not len(fast):
+            return _empty_table(names), fast, []
+        wrong_width: list[int] = []
+
+        def count_invalid(row: pacsv.InvalidRow) -> str:
+            wrong_width.append(row.actual_columns)
+            return "skip"
+
+        table = pacsv.read_csv(
+            pa.py_buffer(self._plain_buffer(fast)),
+            read_options=pacsv.ReadOptions(column_names=names),
+            parse_options=pacsv.ParseOptions(
+                quote_char=False, double_quote=False, invalid_row_handler=count_invalid
+            ),
+            convert_options=pacsv.ConvertOptions(
+                column_types=dict.fromkeys(names, pa.string()),
+                strings_can_be_null=False,
+                check_utf8=False,
+            ),
+        )
+        malformed: list[MalformedLine] = []
+        if wrong_width:
+            commas = self._commas_per_line(fast)
+            wrong = commas + 1 != width
+            for index, comma_count in zip(fast[wrong].tolist(), commas[wrong].tolist(), strict=True):
+                if not self._blank(index):
+                    reason = f"{_fields(comma_count + 1)} where the header has {width}"
+                    malformed.append(self._malformed(index, reason))
+            fast = fast[~wrong]
+        if table.num_rows != len(fast):
+            raise AssertionError(
+                f"pyarrow read {table.num_rows} rows from {len(fast)} plain lines"
+            )
+        return table, fast, malformed
+
+    def _plain_buffer(self, fast: np.ndarray) -> bytes | memoryview:
+        """Return the bytes of the lines `fast` (sorted), each with its line break."""
+        view = memoryview(self._data)
+        nexts = np.append(self._starts[1:], len(self._data))
+        run_breaks = np.flatnonzero(np.diff(fast) != 1)
+        firsts = np.concatenate(([fast[0]], fast[run_breaks + 1]))
+        lasts = np.concatenate((fast[run_breaks], [fast[-1]]))
+        if len(firsts) == 1:
+            return view[self._starts[firsts[0]] : nexts[lasts[0]]]
+        return b"".join(
+            view[start:stop]
+            for start, stop in zip(
+                self._starts[firsts].tolist(), nexts[lasts].tolist(), strict=True
+            )
+        )
+
+    def _commas_per_line(self, lines: np.ndarray) -> np.ndarray:
+        """Count the commas on each of `lines`, a block of lines at a time."""
+        counts = np.empty(len(lines), dtype=np.int64)
+        for first in range(0, len(lines), _COUNT_BLOCK):
+            block = lines[first : first + _COUNT_BLOCK]
+            low, high = int(self._starts[block[0]]), int(self._ends[block[-1]])
+            running = np.concatenate(
+                ([0], np.cumsum(self._bytes[low:high] == _COMMA, dtype=np.int64))
+            )
+            counts[first : first + len(block)] = (
+                running[self._ends[block] - low] - running[self._starts[block] - low]
+            )
+        return counts
+
+    def _combine(
+        self,
+        table: pa.Table,
+        fast: np.ndarray,
+        records: list[tuple[int, list[bytes]]],
+        malformed: list[MalformedLine],
+        width: int,
+    ) -> LandingRows:
+        malformed.sort(key=lambda m: m.line)
+        if not records:
+            return LandingRows(table, fast + 1, np.empty(0, dtype=np.int64), malformed)
+        names = table.column_names
+        columns = list(zip(*(fields for _, fields in records), strict=True))
+        careful = pa.table(
+            {
+                name: pa.array([value.decode("utf-8") for value in column], type=pa.string())
+                for name, column in zip(names, columns, strict=True)
+            }
+        )
+        lines = np.concatenate((fast, [index for index, _ in records])) + 1
+        order = np.argsort(lines, kind="stable")
+        is_careful = np.concatenate((np.zeros(len(fast), bool), np.ones(len(records), bool)))
+        combined = pa.concat_tables([table, careful]).take(pa.array(order))
+        return LandingRows(
+            combined, lines[order], np.flatnonzero(is_careful[order]), malformed
+        )
+
+
+def _empty_table(names: list[str]) -> pa.Table:
+    return pa.table({name: pa.array([], type=pa.string()) for name in names})
