@@ -152,7 +152,7 @@ def test_a_malformed_row_is_quarantined_alone_and_the_rest_of_the_file_kept():
         "2026-01-02,S1,I3,3,2.5,0\n"  # 4: a field too few
         '2026-01-02,S1,"I4,3,2.5,0,4\n'  # 5: a quote that never closes on its row
         "2026-01-02,S1,I5,3,2.5,0,4\n"  # 6
-        '2026-01-02,"S1",I6,3,"2.5",0,4\n'  # 7: quotes closed
+        '2026-01-02,S1,"I6",3,"2.5",0,4\n'  # 7: quotes closed (line 5 must not run to here)
         '2026-01-02,S1,"I7,3,2.5,0,4\n'  # 8: unterminated, at the end of the file
     )
     assert _reasons(outcome) == {

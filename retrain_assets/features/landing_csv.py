@@ -173,17 +173,34 @@ class LandingCsv:
     def _careful_row(self, index: int, width: int) -> tuple[list[bytes] | None, int]:
         """Parse the row on line `index`; return its fields (None: malformed) and its last line.
 
-        A row that runs over several lines must close and have `width` fields; if not, the
-        first line alone is taken as malformed.
+        A row may run over the next lines only inside a quoted field that closes, only if it
+        has `width` fields and only if none of the lines it takes is a row of its own (`width`
+        fields by itself): a stray quote must not swallow the rows after it. Otherwise its
+        first line alone is malformed.
         """
-        start, end = int(self._starts[index]), int(self._ends[index])
-        parsed = _parse_record(self._data, start, len(self._data))
-        if parsed is not None:
-            fields, stop = parsed
-            last = index if stop <= end else int(self._line_of(stop))
-            if last == index or len(fields) == width:
-                return fields, last
-        return None, index
+        alone = self._line_fields(index)
+        if alone is not None:
+            return alone, index
+        if self._is_row(index + 1, width):  # the usual stray quote: decided without a scan
+            return None, index
+        parsed = _parse_record(self._data, int(self._starts[index]), len(self._data))
+        if parsed is None or len(parsed[0]) != width:
+            return None, index
+        last = int(self._line_of(parsed[1]))
+        if any(self._is_row(later, width) for later in range(index + 2, last + 1)):
+            return None, index
+        return parsed[0], last
+
+    def _is_row(self, index: int, width: int) -> bool:
+        if index >= len(self._starts):
+            return False
+        fields = self._line_fields(index)
+        return fields is not None and len(fields) == width
+
+    def _line_fields(self, index: int) -> list[bytes] | None:
+        """Parse line `index` by itself; None when a quoted field does not close on it."""
+        parsed = _parse_record(self._data, int(self._starts[index]), int(self._ends[index]))
+        return None if parsed is None else parsed[0]
 
     def _malformed(self, index: int, reason: str) -> MalformedLine:
         return MalformedLine(index + 1, self._text(index), f"malformed row: {reason}")
