@@ -8,7 +8,7 @@ too many or too few, unclosed quotes). Then, per file, each in a fresh process, 
 times: `read_landing_day` (read, UTF-8 check, validation: what the `sales` asset does per
 file) and, for reference, `pyarrow.csv.read_csv` of the same file (types inferred; rows of the
 wrong width skipped, without which it cannot read the faulty file at all). Reports the
-median seconds, the peak RSS of the process (`ru_maxrss`) and its RSS after the imports.
+median seconds, the peak RSS of the process (`VmHWM`) and its RSS after the imports.
 
     .venv/bin/python benchmarks/bench_validation.py
     .venv/bin/python benchmarks/bench_validation.py --stores 20 --items 1000 --repeat 1
@@ -20,7 +20,6 @@ import argparse
 import datetime as dt
 import json
 import platform
-import resource
 import statistics
 import subprocess
 import sys
@@ -32,8 +31,16 @@ DAY = dt.date(2026, 1, 2)
 CUSTOMER = "big"
 
 
-def _rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+def _status_mib(field: str) -> float:
+    """Return a memory figure of this process from /proc (Linux), in MiB.
+
+    `VmHWM` is the peak RSS since this program started; `ru_maxrss` would not do, since Linux
+    keeps it across exec, so a child would report the larger parent's peak.
+    """
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no {field} in /proc/self/status")
 
 
 def measure(engine: str, root: str) -> dict[str, float]:
@@ -44,7 +51,7 @@ def measure(engine: str, root: str) -> dict[str, float]:
     from retrain_assets.features.landing_reader import read_landing_day
     from retrain_assets.landing import day_file
 
-    imported = _rss_mib()
+    imported = _status_mib("VmRSS")
     start = time.perf_counter()
     if engine == "pyarrow":
         skip = pyarrow.csv.ParseOptions(invalid_row_handler=lambda row: "skip")
@@ -55,7 +62,7 @@ def measure(engine: str, root: str) -> dict[str, float]:
         assert not outcome.failed, outcome.problems
         counts = {"accepted": len(outcome.accepted), "quarantined": len(outcome.quarantined)}
     seconds = time.perf_counter() - start
-    return {"seconds": seconds, "peak_mib": _rss_mib(), "imported_mib": imported, **counts}
+    return {"seconds": seconds, "peak_mib": _status_mib("VmHWM"), "imported_mib": imported, **counts}
 
 
 def _in_subprocess(engine: str, root: str) -> dict[str, float]:

@@ -153,13 +153,15 @@ def test_a_malformed_row_is_quarantined_alone_and_the_rest_of_the_file_kept():
         '2026-01-02,S1,"I4,3,2.5,0,4\n'  # 5: a quote that never closes on its row
         "2026-01-02,S1,I5,3,2.5,0,4\n"  # 6
         '2026-01-02,S1,"I6",3,"2.5",0,4\n'  # 7: quotes closed (line 5 must not run to here)
-        '2026-01-02,S1,"I7,3,2.5,0,4\n'  # 8: unterminated, at the end of the file
+        '2026-01-02,S1,"I7,3,2.5,0,4\n'  # 8: two in a row,
+        '2026-01-02,S1,"I8,3,2.5,0,4\n'  # 9: the second at the end of the file
     )
     assert _reasons(outcome) == {
         2: "malformed row: 8 fields where the header has 7",
         4: "malformed row: 6 fields where the header has 7",
         5: "malformed row: a quoted field is not closed",
         8: "malformed row: a quoted field is not closed",
+        9: "malformed row: a quoted field is not closed",
     }
     assert outcome.quarantined[0].raw == {"malformed_line": "2026-01-02,S1,I1,3,2.5,0,4,x"}
     assert outcome.quarantined[2].raw == {"malformed_line": '2026-01-02,S1,"I4,3,2.5,0,4'}

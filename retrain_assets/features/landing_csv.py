@@ -28,6 +28,10 @@ _UNQUOTED = re.compile(rb"[^,\r\n]*+")
 _COUNT_BLOCK = 1 << 18  # lines per block when counting commas (bounds the temporary arrays)
 
 
+def _has_line_break(text: bytes) -> bool:
+    return b"\n" in text or b"\r" in text
+
+
 class UnreadableCsv(ValueError):
     """The file has no usable header, so none of it can be read as rows."""
 
@@ -63,13 +67,16 @@ def _fields(count: int) -> str:
 def _parse_record(data: bytes, pos: int, endpos: int) -> tuple[list[bytes], int] | None:
     """Parse one row starting at `pos`; None when a quoted field does not close before `endpos`.
 
-    Returns the fields and the position where the row ended (a line break or `endpos`).
+    A quoted field that holds a line break must also end at its closing quote (a comma or the
+    end of the line right after it), or it is taken as not closed: what follows a stray quote
+    is the next quoted field's opening quote, then its text. Returns the fields and the position
+    where the row ended (a line break or `endpos`).
     """
     fields: list[bytes] = []
     while True:
         if pos < endpos and data[pos] == _QUOTE:
             match = _QUOTED.match(data, pos, endpos)
-            if match is None:
+            if match is None or (match[2] and _has_line_break(match[1])):
                 return None
             fields.append(match[1].replace(b'""', b'"') + match[2])
         else:
