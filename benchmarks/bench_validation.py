@@ -62,7 +62,8 @@ def measure(engine: str, root: str) -> dict[str, float]:
         assert not outcome.failed, outcome.problems
         counts = {"accepted": len(outcome.accepted), "quarantined": len(outcome.quarantined)}
     seconds = time.perf_counter() - start
-    return {"seconds": seconds, "peak_mib": _status_mib("VmHWM"), "imported_mib": imported, **counts}
+    peak = _status_mib("VmHWM")
+    return {"seconds": seconds, "peak_mib": peak, "imported_mib": imported, **counts}
 
 
 def _in_subprocess(engine: str, root: str) -> dict[str, float]:
@@ -74,7 +75,9 @@ def _in_subprocess(engine: str, root: str) -> dict[str, float]:
     return json.loads(done.stdout.splitlines()[-1])
 
 
-def _write_files(base: Path, stores: int, items: int, bad: float) -> dict[str, tuple[str, int, int]]:
+def _write_files(
+    base: Path, stores: int, items: int, bad: float
+) -> dict[str, tuple[str, int, int]]:
     """Write the clean and the faulty file; return case -> (landing root, rows, bytes)."""
     from retrain_assets.demo.faults import FAULTS, with_faults
     from retrain_assets.demo.simulate import simulate_day

@@ -25,7 +25,6 @@ import pyarrow.csv as pacsv
 _LF, _CR, _TAB, _QUOTE, _COMMA = 10, 13, 9, 34, 44
 _QUOTED = re.compile(rb'"((?:[^"]++|"")*+)"([^,\r\n]*+)')
 _UNQUOTED = re.compile(rb"[^,\r\n]*+")
-_COUNT_BLOCK = 1 << 18  # lines per block when counting commas (bounds the temporary arrays)
 
 
 def _has_line_break(text: bytes) -> bool:
@@ -49,14 +48,17 @@ class MalformedLine:
 class LandingRows:
     """The rows of a landing file, as the text of their fields, in file order.
 
-    `fields` has one string column per header field (`f0`, `f1`, ...), raw (not stripped);
-    `lines` the physical line each row starts on; `careful` the positions of the rows parsed
-    outside pyarrow, the only ones that can hold a control character or a line break.
+    `fields` has one string column per header field (`f0`, `f1`, ...), raw (not stripped),
+    the rows parsed by pyarrow first and then the others (sorting would copy every string);
+    `lines` is the physical line each row starts on, `in_file_order` the row positions sorted
+    by line, `suspects` the positions of the rows that may hold a control character or a line
+    break (no other row can).
     """
 
     fields: pa.Table
     lines: np.ndarray
-    careful: np.ndarray
+    in_file_order: np.ndarray
+    suspects: np.ndarray
     malformed: list[MalformedLine]
 
 
@@ -100,8 +102,7 @@ class LandingCsv:
         self._data = data
         self._bytes = np.frombuffer(data, dtype=np.uint8)
         first = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
-        controls = self._cut_lines(first)
-        self._suspect_bytes = controls
+        self._control_bytes = self._cut_lines(first)
         header_index = next((i for i in range(len(self._starts)) if not self._blank(i)), None)
         if header_index is None:
             raise UnreadableCsv("the file has no header line")
@@ -146,31 +147,27 @@ class LandingCsv:
 
     def rows(self) -> LandingRows:
         """Cut the lines after the header into rows of the header's width."""
-        width, body, count = len(self.header), self._body, len(self._starts)
-        lengths = self._ends - self._starts
-        careful = set()
-        for positions in (self._suspect_bytes, self._quote_positions()):
-            careful.update(self._line_of(positions).tolist())
-        careful_lines = sorted(i for i in careful if i >= body)
-        taken = np.zeros(count, dtype=bool)  # lines that belong to a row or a malformed line
-        records: list[tuple[int, list[bytes]]] = []
+        width, body = len(self.header), self._body
+        control_lines = set(self._line_of(self._control_bytes).tolist())
+        quote_lines = set(self._line_of(self._quote_positions()).tolist())
+        taken = np.zeros(len(self._starts), dtype=bool)  # lines of a row or a malformed line
+        records: list[tuple[int, list[bytes], bool]] = []  # line, fields, may hold controls
         malformed: list[MalformedLine] = []
-        for index in careful_lines:
+        for index in sorted(i for i in control_lines | quote_lines if i >= body):
             if taken[index]:
                 continue
-            record, last = self._careful_row(index, width)
+            fields, last = self._careful_row(index, width)
             taken[index : last + 1] = True
-            if record is None:
+            if fields is None:
                 malformed.append(self._malformed(index, "a quoted field is not closed"))
-            elif len(record) != width:
-                reason = f"{_fields(len(record))} where the header has {width}"
+            elif len(fields) != width:
+                reason = f"{_fields(len(fields))} where the header has {width}"
                 malformed.append(self._malformed(index, reason))
             else:
-                records.append((index, record))
-        fast = np.flatnonzero(~taken & (lengths > 0))
-        fast = fast[fast >= body]
-        table, fast, more_malformed = self._read_fast(fast, width)
-        return self._combine(table, fast, records, malformed + more_malformed, width)
+                records.append((index, fields, last > index or index in control_lines))
+        fast = np.flatnonzero(~taken & (self._ends > self._starts))
+        table, fast, more_malformed = self._read_fast(fast[fast >= body], width)
+        return self._combine(table, fast, records, malformed + more_malformed)
 
     def _quote_positions(self) -> np.ndarray:
         if self._data.find(b'"') == -1:
@@ -206,7 +203,10 @@ class LandingCsv:
 
     def _line_fields(self, index: int) -> list[bytes] | None:
         """Parse line `index` by itself; None when a quoted field does not close on it."""
-        parsed = _parse_record(self._data, int(self._starts[index]), int(self._ends[index]))
+        start, end = int(self._starts[index]), int(self._ends[index])
+        if self._data.find(b'"', start, end) == -1:
+            return self._data[start:end].split(b",")
+        parsed = _parse_record(self._data, start, end)
         return None if parsed is None else parsed[0]
 
     def _malformed(self, index: int, reason: str) -> MalformedLine:
@@ -215,21 +215,25 @@ class LandingCsv:
     def _read_fast(
         self, fast: np.ndarray, width: int
     ) -> tuple[pa.Table, np.ndarray, list[MalformedLine]]:
-        """Parse the plain lines with pyarrow; lines of the wrong width are malformed (or blank)."""
+        """Parse the plain lines with pyarrow; lines of the wrong width are malformed (or blank).
+
+        One thread: it numbers the rows it skips (threads do not), and on a busy machine it is
+        no slower.
+        """
         names = [f"f{i}" for i in range(width)]
         if not len(fast):
             return _empty_table(names), fast, []
-        wrong_width: list[int] = []
+        skipped: list[tuple[int | None, int]] = []
 
-        def count_invalid(row: pacsv.InvalidRow) -> str:
-            wrong_width.append(row.actual_columns)
+        def skip(row: pacsv.InvalidRow) -> str:
+            skipped.append((row.number, row.actual_columns))
             return "skip"
 
         table = pacsv.read_csv(
             pa.py_buffer(self._plain_buffer(fast)),
-            read_options=pacsv.ReadOptions(column_names=names),
+            read_options=pacsv.ReadOptions(column_names=names, use_threads=False),
             parse_options=pacsv.ParseOptions(
-                quote_char=False, double_quote=False, invalid_row_handler=count_invalid
+                quote_char=False, double_quote=False, invalid_row_handler=skip
             ),
             convert_options=pacsv.ConvertOptions(
                 column_types=dict.fromkeys(names, pa.string()),
@@ -238,14 +242,16 @@ class LandingCsv:
             ),
         )
         malformed: list[MalformedLine] = []
-        if wrong_width:
-            commas = self._commas_per_line(fast)
-            wrong = commas + 1 != width
-            for index, comma_count in zip(fast[wrong].tolist(), commas[wrong].tolist(), strict=True):
+        if skipped:
+            numbers = [number for number, _ in skipped]
+            if None in numbers:
+                raise AssertionError("pyarrow did not number the rows it skipped")
+            wrong = fast[np.asarray(numbers, dtype=np.int64) - 1]  # pyarrow counts from 1
+            for index, found in zip(wrong.tolist(), [f for _, f in skipped], strict=True):
                 if not self._blank(index):
-                    reason = f"{_fields(comma_count + 1)} where the header has {width}"
+                    reason = f"{_fields(found)} where the header has {width}"
                     malformed.append(self._malformed(index, reason))
-            fast = fast[~wrong]
+            fast = np.setdiff1d(fast, wrong, assume_unique=True)
         if table.num_rows != len(fast):
             raise AssertionError(
                 f"pyarrow read {table.num_rows} rows from {len(fast)} plain lines"
@@ -268,45 +274,40 @@ class LandingCsv:
             )
         )
 
-    def _commas_per_line(self, lines: np.ndarray) -> np.ndarray:
-        """Count the commas on each of `lines`, a block of lines at a time."""
-        counts = np.empty(len(lines), dtype=np.int64)
-        for first in range(0, len(lines), _COUNT_BLOCK):
-            block = lines[first : first + _COUNT_BLOCK]
-            low, high = int(self._starts[block[0]]), int(self._ends[block[-1]])
-            running = np.concatenate(
-                ([0], np.cumsum(self._bytes[low:high] == _COMMA, dtype=np.int64))
-            )
-            counts[first : first + len(block)] = (
-                running[self._ends[block] - low] - running[self._starts[block] - low]
-            )
-        return counts
-
     def _combine(
         self,
         table: pa.Table,
         fast: np.ndarray,
-        records: list[tuple[int, list[bytes]]],
+        records: list[tuple[int, list[bytes], bool]],
         malformed: list[MalformedLine],
-        width: int,
     ) -> LandingRows:
+        """Put pyarrow's rows and then the carefully parsed ones in one table."""
         malformed.sort(key=lambda m: m.line)
         if not records:
-            return LandingRows(table, fast + 1, np.empty(0, dtype=np.int64), malformed)
-        names = table.column_names
-        columns = list(zip(*(fields for _, fields in records), strict=True))
+            everyone = np.arange(len(fast))
+            return LandingRows(table, fast + 1, everyone, np.empty(0, np.int64), malformed)
+        columns = zip(*(fields for _, fields, _ in records), strict=True)
         careful = pa.table(
             {
                 name: pa.array([value.decode("utf-8") for value in column], type=pa.string())
-                for name, column in zip(names, columns, strict=True)
+                for name, column in zip(table.column_names, columns, strict=True)
             }
         )
-        lines = np.concatenate((fast, [index for index, _ in records])) + 1
-        order = np.argsort(lines, kind="stable")
-        is_careful = np.concatenate((np.zeros(len(fast), bool), np.ones(len(records), bool)))
-        combined = pa.concat_tables([table, careful]).take(pa.array(order))
+        careful_lines = np.array([index for index, _, _ in records], dtype=np.int64)
+        # Both runs of lines are sorted: merge them into file order without sorting.
+        rank_of_careful = np.searchsorted(fast, careful_lines) + np.arange(len(records))
+        in_file = np.ones(len(fast) + len(records), dtype=bool)
+        in_file[rank_of_careful] = False
+        order = np.empty(len(in_file), dtype=np.int64)
+        order[in_file] = np.arange(len(fast))
+        order[rank_of_careful] = len(fast) + np.arange(len(records))
+        suspects = len(fast) + np.flatnonzero([controls for _, _, controls in records])
         return LandingRows(
-            combined, lines[order], np.flatnonzero(is_careful[order]), malformed
+            pa.concat_tables([table, careful]),
+            np.concatenate((fast, careful_lines)) + 1,
+            order,
+            suspects,
+            malformed,
         )
 
 

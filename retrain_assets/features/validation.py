@@ -180,7 +180,7 @@ def _judge(rows: LandingRows, names: list[str], day: dt.date, outcome: FileOutco
     bad = np.zeros(table.num_rows, dtype=bool)
     for column in columns.values():
         bad |= column.bad()
-    controls = _control_characters(table, names, rows.careful)
+    controls = _control_characters(table, names, rows.suspects)
     repeats = _repeated_keys(columns, rows.lines)
     for position, _ in controls:
         bad[position] = True
@@ -196,21 +196,22 @@ def _judge(rows: LandingRows, names: list[str], day: dt.date, outcome: FileOutco
     ]
     outcome.quarantined = sorted(malformed + quarantined, key=lambda row: row.line)
     del raw_columns, raws, table
-    outcome.accepted = _accepted(columns, np.flatnonzero(~bad), outcome.customer, day)
+    good = rows.in_file_order[~bad[rows.in_file_order]]
+    outcome.accepted = _accepted(columns, good, outcome.customer, day)
 
 
 def _control_characters(
-    table: pa.Table, names: list[str], careful: np.ndarray
+    table: pa.Table, names: list[str], suspects: np.ndarray
 ) -> dict[tuple[int, str], str]:
     """Find control characters in the landing values of the rows that may hold them."""
     found: dict[tuple[int, str], str] = {}
-    if not len(careful):
+    if not len(suspects):
         return found
     for name in LANDING_COLUMNS:
-        values = table.column(names.index(name)).take(pa.array(careful)).to_pylist()
-        for position, value in zip(careful.tolist(), values, strict=True):
-            characters = sorted(set(CONTROL_CHARACTERS.findall(value)))
-            if characters:
+        values = table.column(names.index(name)).take(pa.array(suspects)).to_pylist()
+        for position, value in zip(suspects.tolist(), values, strict=True):
+            if CONTROL_CHARACTERS.search(value):
+                characters = sorted(set(CONTROL_CHARACTERS.findall(value)))
                 plural = "s" if len(characters) > 1 else ""
                 listed = ", ".join(f"U+{ord(c):04X}" for c in characters)
                 found[(position, name)] = f"{name}: control character{plural} {listed}"
@@ -224,11 +225,11 @@ def _shown(word: str) -> str:
     return word
 
 
-def _word_codes(column: _Column) -> tuple[np.ndarray, int]:
-    """Number each row's stripped key, equal texts alike."""
+def _word_codes(column: _Column) -> np.ndarray:
+    """Number each row's stripped key, equal texts alike (0, 1, ... in order of appearance)."""
     first: dict[str, int] = {}
     codes = [first.setdefault(word, len(first)) for word in column.verdicts.values]
-    return np.asarray(codes, dtype=np.int64)[column.indices], len(first)
+    return np.asarray(codes, dtype=np.int64)[column.indices]
 
 
 def _repeated_keys(columns: dict[str, _Column], lines: np.ndarray) -> dict[int, str]:
@@ -238,18 +239,23 @@ def _repeated_keys(columns: dict[str, _Column], lines: np.ndarray) -> dict[int, 
     disagree are all quarantined, since nothing says which one is right.
     """
     stores, items = columns["store_id"], columns["item_id"]
-    store_codes, _ = _word_codes(stores)
-    item_codes, item_count = _word_codes(items)
-    keys = pc.dictionary_encode(pa.array(store_codes * item_count + item_codes)).indices
-    keys = keys.to_numpy()
-    repeated = np.bincount(keys)[keys] > 1
-    repeated &= ~stores.bad()  # rows without a store are not compared
-    positions = np.flatnonzero(repeated)
+    store_codes, item_codes = _word_codes(stores), _word_codes(items)
+    # Only rows whose store and item both occur again can repeat a key: number those densely.
+    store_again, item_again = np.bincount(store_codes) > 1, np.bincount(item_codes) > 1
+    candidates = np.flatnonzero(store_again[store_codes] & item_again[item_codes] & ~stores.bad())
+    store_rank, item_rank = np.cumsum(store_again) - 1, np.cumsum(item_again) - 1
+    item_count = int(item_again.sum())
+    keys = store_rank[store_codes[candidates]] * item_count + item_rank[item_codes[candidates]]
+    if int(store_again.sum()) * item_count > 4 * len(keys):  # too many keys to count them all
+        keys = pd.factorize(keys)[0]
+    positions = candidates[np.bincount(keys)[keys] > 1] if len(keys) else candidates
     if not len(positions):
         return {}
+    positions = positions[np.argsort(lines[positions], kind="stable")]  # file order
     contents = list(zip(*(c.stripped_at(positions) for c in columns.values()), strict=True))
+    keys = store_codes[positions] * len(item_again) + item_codes[positions]
     groups: dict[int, list[int]] = defaultdict(list)
-    for index, key in enumerate(keys[positions].tolist()):
+    for index, key in enumerate(keys.tolist()):
         groups[key].append(index)
     reasons: dict[int, str] = {}
     store_at, item_at = LANDING_COLUMNS.index("store_id"), LANDING_COLUMNS.index("item_id")
@@ -273,20 +279,25 @@ def _reasons(
     repeats: dict[int, str],
     positions: np.ndarray,
 ) -> list[str]:
-    """Join each quarantined row's reasons, in column order, the repeat last."""
+    """Join each quarantined row's reasons, in column order, the repeat last.
+
+    `positions` must be sorted (they are row positions, not lines).
+    """
     parts = {name: c.verdicts.reasons[c.indices[positions]] for name, c in columns.items()}
-    for (position, name), reason in controls.items():
-        parts[name][np.searchsorted(positions, position)] = reason
-    repeat = np.full(len(positions), "", dtype=object)
-    for position, reason in repeats.items():
-        repeat[np.searchsorted(positions, position)] = reason
+    if controls:
+        where = np.searchsorted(positions, [position for position, _ in controls])
+        for at, ((_, name), reason) in zip(where.tolist(), controls.items(), strict=True):
+            parts[name][at] = reason
+    repeat = value_rules.filled(len(positions), "")
+    if repeats:
+        repeat[np.searchsorted(positions, list(repeats))] = list(repeats.values())
     return ["; ".join(filter(None, row)) for row in zip(*parts.values(), repeat, strict=True)]
 
 
 def _accepted(
     columns: dict[str, _Column], good: np.ndarray, customer: str, day: dt.date
 ) -> pd.DataFrame:
-    """Return the good rows, typed, in file order."""
+    """Return the rows at `good` (in file order), typed."""
     typed = {
         name: column.verdicts.values[column.indices[good]]
         for name, column in columns.items()
@@ -294,9 +305,10 @@ def _accepted(
     }
     return pd.DataFrame(
         {
-            "customer": np.full(len(good), customer, dtype=object),
+            "customer": value_rules.filled(len(good), customer),
             "date": np.full(len(good), np.datetime64(day, "ns")),
             **typed,
         },
         columns=SALES_COLUMNS,
+        copy=False,  # no consolidation: it would copy every column once more
     )

@@ -51,8 +51,18 @@ def stripped(texts: pa.Array) -> pa.Array:
     return pc.utf8_trim(texts, PY_WHITESPACE)
 
 
+def filled(count: int, value: object) -> np.ndarray:
+    """Return an object array holding `value` everywhere, the same object, never a copy of it.
+
+    (`np.full(count, "text", dtype=object)` makes a new string for every element.)
+    """
+    array = np.empty(count, dtype=object)
+    array.fill(value)
+    return array
+
+
 def _reasons(count: int) -> np.ndarray:
-    return np.full(count, "", dtype=object)
+    return filled(count, "")
 
 
 def date_verdicts(texts: pa.Array, day: dt.date) -> Verdicts:
