@@ -8,7 +8,8 @@ too many or too few, unclosed quotes). Then, per file, each in a fresh process, 
 times: `read_landing_day` (read, UTF-8 check, validation: what the `sales` asset does per
 file) and, for reference, `pyarrow.csv.read_csv` of the same file (types inferred; rows of the
 wrong width skipped, without which it cannot read the faulty file at all). Reports the
-median seconds, the peak RSS of the process (`VmHWM`) and its RSS after the imports.
+median wall seconds, the CPU seconds of the process (all its threads: the machine may be
+shared), the peak RSS of the process (`VmHWM`) and its RSS after the imports.
 
     .venv/bin/python benchmarks/bench_validation.py
     .venv/bin/python benchmarks/bench_validation.py --stores 20 --items 1000 --repeat 1
@@ -52,7 +53,7 @@ def measure(engine: str, root: str) -> dict[str, float]:
     from retrain_assets.landing import day_file
 
     imported = _status_mib("VmRSS")
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     if engine == "pyarrow":
         skip = pyarrow.csv.ParseOptions(invalid_row_handler=lambda row: "skip")
         table = pyarrow.csv.read_csv(str(day_file(root, CUSTOMER, DAY)), parse_options=skip)
@@ -61,9 +62,9 @@ def measure(engine: str, root: str) -> dict[str, float]:
         outcome = read_landing_day(root, CUSTOMER, DAY)
         assert not outcome.failed, outcome.problems
         counts = {"accepted": len(outcome.accepted), "quarantined": len(outcome.quarantined)}
-    seconds = time.perf_counter() - start
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu_start
     peak = _status_mib("VmHWM")
-    return {"seconds": seconds, "peak_mib": peak, "imported_mib": imported, **counts}
+    return {"seconds": seconds, "cpu": cpu, "peak_mib": peak, "imported_mib": imported, **counts}
 
 
 def _in_subprocess(engine: str, root: str) -> dict[str, float]:
@@ -121,8 +122,11 @@ def main() -> None:
             f"python {platform.python_version()}, pandas {pandas.__version__}, "
             f"pyarrow {pyarrow.__version__}, numpy {numpy.__version__}"
         )
-        print("| file | engine | median s | runs s | peak RSS MiB | after imports MiB | rows |")
-        print("|---|---|---:|---|---:|---:|---|")
+        print(
+            "| file | engine | median s | runs s | CPU s (median) | peak RSS MiB "
+            "| after imports MiB | rows |"
+        )
+        print("|---|---|---:|---|---:|---:|---:|---|")
         for case, (root, rows, size) in cases.items():
             for engine in ("pyarrow", "validate"):
                 runs = [_in_subprocess(engine, root) for _ in range(args.repeat)]
@@ -137,6 +141,7 @@ def main() -> None:
                     f"| {case}, {rows:,} rows, {size / 2**20:.0f} MiB | {engine} | "
                     f"{statistics.median(seconds):.2f} | "
                     f"{', '.join(f'{s:.2f}' for s in seconds)} | "
+                    f"{statistics.median(run['cpu'] for run in runs):.2f} | "
                     f"{max(run['peak_mib'] for run in runs):,.0f} | "
                     f"{last['imported_mib']:,.0f} | {result} |"
                 )

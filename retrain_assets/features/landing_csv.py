@@ -15,6 +15,7 @@ reading goes on at the next line. Lines that are empty or hold only spaces and t
 from __future__ import annotations
 
 import codecs
+import io
 import re
 from dataclasses import dataclass
 
@@ -230,7 +231,7 @@ class LandingCsv:
             return "skip"
 
         table = pacsv.read_csv(
-            pa.py_buffer(self._plain_buffer(fast)),
+            self._plain_buffer(fast),
             read_options=pacsv.ReadOptions(column_names=names, use_threads=False),
             parse_options=pacsv.ParseOptions(
                 quote_char=False, double_quote=False, invalid_row_handler=skip
@@ -258,21 +259,18 @@ class LandingCsv:
             )
         return table, fast, malformed
 
-    def _plain_buffer(self, fast: np.ndarray) -> bytes | memoryview:
-        """Return the bytes of the lines `fast` (sorted), each with its line break."""
-        view = memoryview(self._data)
+    def _plain_buffer(self, fast: np.ndarray) -> pa.Buffer | _Pieces:
+        """Return the lines `fast` (sorted), each with its line break, for pyarrow to read.
+
+        One run of lines is a slice of the file; several are read piece by piece, not copied.
+        """
         nexts = np.append(self._starts[1:], len(self._data))
         run_breaks = np.flatnonzero(np.diff(fast) != 1)
         firsts = np.concatenate(([fast[0]], fast[run_breaks + 1]))
         lasts = np.concatenate((fast[run_breaks], [fast[-1]]))
         if len(firsts) == 1:
-            return view[self._starts[firsts[0]] : nexts[lasts[0]]]
-        return b"".join(
-            view[start:stop]
-            for start, stop in zip(
-                self._starts[firsts].tolist(), nexts[lasts].tolist(), strict=True
-            )
-        )
+            return pa.py_buffer(memoryview(self._data)[self._starts[firsts[0]] : nexts[lasts[0]]])
+        return _Pieces(self._data, self._starts[firsts].tolist(), nexts[lasts].tolist())
 
     def _combine(
         self,
@@ -309,6 +307,31 @@ class LandingCsv:
             suspects,
             malformed,
         )
+
+
+class _Pieces(io.RawIOBase):
+    """A readable file made of pieces of a bytes object, read in order, never joined."""
+
+    def __init__(self, data: bytes, starts: list[int], stops: list[int]) -> None:
+        super().__init__()
+        self._view, self._starts, self._stops = memoryview(data), starts, stops
+        self._piece, self._at = 0, starts[0]
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: memoryview) -> int:
+        target, filled = memoryview(buffer).cast("B"), 0
+        while filled < len(target) and self._piece < len(self._starts):
+            stop = self._stops[self._piece]
+            size = min(stop - self._at, len(target) - filled)
+            target[filled : filled + size] = self._view[self._at : self._at + size]
+            filled, self._at = filled + size, self._at + size
+            if self._at == stop:
+                self._piece += 1
+                if self._piece < len(self._starts):
+                    self._at = self._starts[self._piece]
+        return filled
 
 
 def _empty_table(names: list[str]) -> pa.Table:

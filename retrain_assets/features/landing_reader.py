@@ -20,7 +20,7 @@ def read_landing_day(landing_root: str, customer: str, day: dt.date) -> FileOutc
     try:
         if not path.exists():
             return failed_file(customer, name, f"file missing: {path}")
-        data = path.read_bytes()
-    except OSError as err:
+        # Passed on, not kept: validation lets go of the bytes once it has cut them into rows.
+        return validate_file(path.read_bytes(), customer, day, name)
+    except OSError as err:  # validation does no I/O: this is reading the file
         return failed_file(customer, name, f"unreadable: {err}")
-    return validate_file(data, customer, day, name)

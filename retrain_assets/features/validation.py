@@ -20,7 +20,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from retrain_assets.features import value_rules
-from retrain_assets.features.landing_csv import LandingCsv, LandingRows, UnreadableCsv
+from retrain_assets.features.landing_csv import (
+    LandingCsv,
+    LandingRows,
+    MalformedLine,
+    UnreadableCsv,
+)
 from retrain_assets.landing import LANDING_COLUMNS
 
 SALES_COLUMNS = ["customer", *LANDING_COLUMNS]
@@ -131,8 +136,15 @@ def validate_file(data: bytes | str, customer: str, day: dt.date, file: str) -> 
             FileProblem("warning", f"unknown column(s) dropped: {', '.join(unknown)}")
         )
     rows = csv.rows()
-    del csv
-    _judge(rows, names, day, outcome)
+    del csv, data  # the file's bytes and line positions
+    judged = _judge(rows, names, day)
+    good = rows.in_file_order[~judged.bad[rows.in_file_order]]
+    malformed = rows.malformed
+    del rows  # every row's text: let it go before the records and the typed columns are made
+    pa.default_memory_pool().release_unused()
+    outcome.quarantined = _quarantined(judged, malformed, names)
+    if len(good):
+        outcome.accepted = _accepted(judged.columns, good, customer, day)
     return outcome
 
 
@@ -141,6 +153,7 @@ class _Column:
     """One landing column: each row's index into its distinct values, and their verdicts."""
 
     indices: np.ndarray
+    raw: pa.Array
     distinct: pa.Array
     verdicts: value_rules.Verdicts
 
@@ -149,6 +162,12 @@ class _Column:
 
     def stripped_at(self, positions: np.ndarray) -> list[str]:
         return self.distinct.take(pa.array(self.indices[positions])).to_pylist()
+
+    def raw_at(self, positions: np.ndarray) -> list[str]:
+        """Return the original texts at `positions`; equal texts are one string object."""
+        wanted, inverse = np.unique(self.indices[positions], return_inverse=True)
+        words = np.array(self.raw.take(pa.array(wanted)).to_pylist(), dtype=object)
+        return words[inverse].tolist()
 
 
 def _judge_column(values: pa.ChunkedArray, name: str, day: dt.date) -> _Column:
@@ -164,15 +183,30 @@ def _judge_column(values: pa.ChunkedArray, name: str, day: dt.date) -> _Column:
         verdicts = value_rules.promo_verdicts(distinct.to_pylist())
     else:
         verdicts = value_rules.count_verdicts(distinct, name)
-    return _Column(encoded.indices.to_numpy(), distinct, verdicts)
+    # The smallest index type that holds them (a column has few distinct values): less memory.
+    indices = encoded.indices.to_numpy().astype(np.min_scalar_type(len(distinct)))
+    return _Column(indices, encoded.dictionary, distinct, verdicts)
 
 
-def _judge(rows: LandingRows, names: list[str], day: dt.date, outcome: FileOutcome) -> None:
+@dataclass(frozen=True)
+class _Judged:
+    """Every row judged; what it takes to write the records and type the good rows."""
+
+    columns: dict[str, _Column]
+    bad: np.ndarray
+    positions: np.ndarray  # of the bad rows, ascending
+    lines: np.ndarray  # of the bad rows
+    reasons: list[str]  # of the bad rows
+    others: pa.Table  # the bad rows' values of the columns that are not landing columns
+
+
+def _judge(rows: LandingRows, names: list[str], day: dt.date) -> _Judged:
+    """Judge every row: each landing column, then which rows are bad and why."""
     table = rows.fields
-    malformed = [QuarantinedRow(m.line, m.reason, {MALFORMED_KEY: m.text}) for m in rows.malformed]
+    others = [i for i, name in enumerate(names) if name not in LANDING_COLUMNS]
     if table.num_rows == 0:
-        outcome.quarantined = malformed
-        return
+        nothing = np.zeros(0, dtype=np.int64)
+        return _Judged({}, nothing.astype(bool), nothing, nothing, [], table.select(others))
     columns = {
         name: _judge_column(table.column(names.index(name)), name, day)
         for name in LANDING_COLUMNS
@@ -187,17 +221,34 @@ def _judge(rows: LandingRows, names: list[str], day: dt.date, outcome: FileOutco
     for position in repeats:
         bad[position] = True
     positions = np.flatnonzero(bad)
-    reasons = _reasons(columns, controls, repeats, positions)
-    raw_columns = [column.take(pa.array(positions)).to_pylist() for column in table.columns]
-    raws = [dict(zip(names, values, strict=True)) for values in zip(*raw_columns, strict=True)]
-    quarantined = [
-        QuarantinedRow(line, reason, raw)
-        for line, reason, raw in zip(rows.lines[positions].tolist(), reasons, raws, strict=True)
+    return _Judged(
+        columns,
+        bad,
+        positions,
+        rows.lines[positions],
+        _reasons(columns, controls, repeats, positions),
+        table.select(others).take(pa.array(positions)),
+    )
+
+
+def _quarantined(
+    judged: _Judged, malformed: list[MalformedLine], names: list[str]
+) -> list[QuarantinedRow]:
+    """Return the quarantine records of the bad and the malformed rows, by line."""
+    others = iter(judged.others.columns)
+    raw_columns = [
+        judged.columns[name].raw_at(judged.positions)
+        if name in LANDING_COLUMNS
+        else next(others).to_pylist()
+        for name in names
     ]
-    outcome.quarantined = sorted(malformed + quarantined, key=lambda row: row.line)
-    del raw_columns, raws, table
-    good = rows.in_file_order[~bad[rows.in_file_order]]
-    outcome.accepted = _accepted(columns, good, outcome.customer, day)
+    raws = [dict(zip(names, values, strict=True)) for values in zip(*raw_columns, strict=True)]
+    records = [
+        QuarantinedRow(line, reason, raw)
+        for line, reason, raw in zip(judged.lines.tolist(), judged.reasons, raws, strict=True)
+    ]
+    records += [QuarantinedRow(m.line, m.reason, {MALFORMED_KEY: m.text}) for m in malformed]
+    return sorted(records, key=lambda row: row.line)
 
 
 def _control_characters(
@@ -229,7 +280,7 @@ def _word_codes(column: _Column) -> np.ndarray:
     """Number each row's stripped key, equal texts alike (0, 1, ... in order of appearance)."""
     first: dict[str, int] = {}
     codes = [first.setdefault(word, len(first)) for word in column.verdicts.values]
-    return np.asarray(codes, dtype=np.int64)[column.indices]
+    return np.asarray(codes, dtype=column.indices.dtype)[column.indices]
 
 
 def _repeated_keys(columns: dict[str, _Column], lines: np.ndarray) -> dict[int, str]:
@@ -245,15 +296,16 @@ def _repeated_keys(columns: dict[str, _Column], lines: np.ndarray) -> dict[int, 
     candidates = np.flatnonzero(store_again[store_codes] & item_again[item_codes] & ~stores.bad())
     store_rank, item_rank = np.cumsum(store_again) - 1, np.cumsum(item_again) - 1
     item_count = int(item_again.sum())
-    keys = store_rank[store_codes[candidates]] * item_count + item_rank[item_codes[candidates]]
-    if int(store_again.sum()) * item_count > 4 * len(keys):  # too many keys to count them all
+    keys = store_rank[store_codes[candidates]] * item_count
+    keys += item_rank[item_codes[candidates]]
+    if int(store_again.sum()) * item_count > len(keys):  # too many keys to count them all
         keys = pd.factorize(keys)[0]
     positions = candidates[np.bincount(keys)[keys] > 1] if len(keys) else candidates
     if not len(positions):
         return {}
     positions = positions[np.argsort(lines[positions], kind="stable")]  # file order
     contents = list(zip(*(c.stripped_at(positions) for c in columns.values()), strict=True))
-    keys = store_codes[positions] * len(item_again) + item_codes[positions]
+    keys = store_codes[positions].astype(np.int64) * len(item_again) + item_codes[positions]
     groups: dict[int, list[int]] = defaultdict(list)
     for index, key in enumerate(keys.tolist()):
         groups[key].append(index)
