@@ -167,3 +167,15 @@ def test_a_malformed_row_is_quarantined_alone_and_the_rest_of_the_file_kept():
     assert outcome.quarantined[2].raw == {"malformed_line": '2026-01-02,S1,"I4,3,2.5,0,4'}
     assert list(outcome.accepted["item_id"]) == ["I2", "I5", "I6"]
     assert outcome.problems == []
+
+
+def test_a_file_of_malformed_rows_or_of_a_header_alone_has_no_accepted_rows():
+    outcome = _validate("2026-01-02,S1\n\n2026-01-02,S1,I1,3,2.5,0,4,x,y\n")
+    assert [(q.line, q.reason) for q in outcome.quarantined] == [
+        (2, "malformed row: 2 fields where the header has 7"),
+        (4, "malformed row: 9 fields where the header has 7"),
+    ]
+    assert outcome.accepted.empty and outcome.problems == []
+    alone = _validate("")
+    assert alone.quarantined == [] and alone.accepted.empty and not alone.failed
+    assert (alone.accepted.dtypes == outcome.accepted.dtypes).all()

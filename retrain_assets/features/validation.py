@@ -133,7 +133,7 @@ def validate_file(data: bytes | str, customer: str, day: dt.date, file: str) -> 
     unknown = [c for c in names if c not in LANDING_COLUMNS]
     if unknown:
         outcome.problems.append(
-            FileProblem("warning", f"unknown column(s) dropped: {', '.join(unknown)}")
+            FileProblem("warning", f"unknown column(s) dropped: {', '.join(map(_shown, unknown))}")
         )
     rows = csv.rows()
     del csv, data  # the file's bytes and line positions
@@ -235,6 +235,9 @@ def _quarantined(
     judged: _Judged, malformed: list[MalformedLine], names: list[str]
 ) -> list[QuarantinedRow]:
     """Return the quarantine records of the bad and the malformed rows, by line."""
+    records = [QuarantinedRow(m.line, m.reason, {MALFORMED_KEY: m.text}) for m in malformed]
+    if not len(judged.positions):
+        return records
     others = iter(judged.others.columns)
     raw_columns = [
         judged.columns[name].raw_at(judged.positions)
@@ -243,11 +246,10 @@ def _quarantined(
         for name in names
     ]
     raws = [dict(zip(names, values, strict=True)) for values in zip(*raw_columns, strict=True)]
-    records = [
+    records += [
         QuarantinedRow(line, reason, raw)
         for line, reason, raw in zip(judged.lines.tolist(), judged.reasons, raws, strict=True)
     ]
-    records += [QuarantinedRow(m.line, m.reason, {MALFORMED_KEY: m.text}) for m in malformed]
     return sorted(records, key=lambda row: row.line)
 
 
@@ -270,7 +272,7 @@ def _control_characters(
 
 
 def _shown(word: str) -> str:
-    """Return a key as it can appear in a reason: control characters escaped."""
+    """Return a name or key as it can appear in a reason: control characters escaped."""
     if CONTROL_CHARACTERS.search(word):
         return word.encode("unicode_escape").decode("ascii")
     return word
