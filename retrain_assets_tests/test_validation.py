@@ -179,3 +179,21 @@ def test_a_file_of_malformed_rows_or_of_a_header_alone_has_no_accepted_rows():
     alone = _validate("")
     assert alone.quarantined == [] and alone.accepted.empty and not alone.failed
     assert (alone.accepted.dtypes == outcome.accepted.dtypes).all()
+
+
+def test_repeats_are_found_when_stores_and_items_combine_in_more_ways_than_rows():
+    outcome = _validate(
+        "2026-01-02,S1,I1,3,2.5,0,4\n"  # 2
+        "2026-01-02,S2,I2,3,2.5,0,4\n"  # 3
+        "2026-01-02,S3,I3,3,2.5,0,4\n"  # 4
+        "2026-01-02,S1,I1,3,2.5,0,4\n"  # 5: a copy of line 2
+        "2026-01-02,S2,I3,3,2.5,0,4\n"  # 6
+        "2026-01-02,S3,I2,3,2.5,0,4\n"  # 7
+        "2026-01-02,S2,I3,4,2.5,0,4\n"  # 8: disagrees with line 6
+    )
+    assert _reasons(outcome) == {
+        5: "duplicate of line 2 for (S1, I1)",
+        6: "conflicting rows for (S2, I3) on lines 6, 8",
+        8: "conflicting rows for (S2, I3) on lines 6, 8",
+    }
+    assert len(outcome.accepted) == 4

@@ -300,9 +300,7 @@ def _repeated_keys(columns: dict[str, _Column], lines: np.ndarray) -> dict[int, 
     item_count = int(item_again.sum())
     keys = store_rank[store_codes[candidates]] * item_count
     keys += item_rank[item_codes[candidates]]
-    if int(store_again.sum()) * item_count > len(keys):  # too many keys to count them all
-        keys = pd.factorize(keys)[0]
-    positions = candidates[np.bincount(keys)[keys] > 1] if len(keys) else candidates
+    positions = candidates[_repeated(keys, int(store_again.sum()) * item_count)]
     if not len(positions):
         return {}
     positions = positions[np.argsort(lines[positions], kind="stable")]  # file order
@@ -325,6 +323,18 @@ def _repeated_keys(columns: dict[str, _Column], lines: np.ndarray) -> dict[int, 
             for position in at:
                 reasons[position] = f"conflicting rows for {key} on lines {listed}"
     return reasons
+
+
+def _repeated(keys: np.ndarray, possible: int) -> np.ndarray:
+    """Return which keys occur more than once; `possible` bounds them (0 <= key < possible)."""
+    if possible <= len(keys):  # count them
+        return np.bincount(keys, minlength=possible)[keys] > 1
+    order = np.argsort(keys, kind="stable")  # too many possible keys to count: sort them
+    same = keys[order[1:]] == keys[order[:-1]]
+    repeated = np.zeros(len(keys), dtype=bool)
+    repeated[order[1:][same]] = True
+    repeated[order[:-1][same]] = True
+    return repeated
 
 
 def _reasons(
