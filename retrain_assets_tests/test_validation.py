@@ -1,6 +1,6 @@
 import datetime as dt
 
-from retrain_assets.features.validation import validate_file
+from retrain_assets.features.validation import empty_sales, validate_file
 
 DAY = dt.date(2026, 1, 2)
 HEADER = "date,store_id,item_id,units_sold,price,on_promo,stock_on_hand"
@@ -169,16 +169,19 @@ def test_a_malformed_row_is_quarantined_alone_and_the_rest_of_the_file_kept():
     assert outcome.problems == []
 
 
-def test_a_file_of_malformed_rows_or_of_a_header_alone_has_no_accepted_rows():
-    outcome = _validate("2026-01-02,S1\n\n2026-01-02,S1,I1,3,2.5,0,4,x,y\n")
-    assert [(q.line, q.reason) for q in outcome.quarantined] == [
-        (2, "malformed row: 2 fields where the header has 7"),
-        (4, "malformed row: 9 fields where the header has 7"),
-    ]
-    assert outcome.accepted.empty and outcome.problems == []
+def test_a_header_that_no_row_fits_fails_the_file_and_a_header_alone_is_empty():
+    outcome = _validate(
+        "2026-01-02,S1,I1,3,2.5,0,4\n\n2026-01-02,S1,I2,3,2.5,0,4\n",
+        header=HEADER + ",colour",  # declared, never sent
+    )
+    assert outcome.failed and outcome.problems[0].reason == (
+        "unreadable CSV: no row has the header's 8 fields (line 2 has 7)"
+    )
+    malformed = _validate('2026-01-02,S1,"I1,3,2.5,0,4\n2026-01-02,S1,"I2,3,2.5,0,4\n')
+    assert not malformed.failed and [q.line for q in malformed.quarantined] == [2, 3]
     alone = _validate("")
     assert alone.quarantined == [] and alone.accepted.empty and not alone.failed
-    assert (alone.accepted.dtypes == outcome.accepted.dtypes).all()
+    assert (alone.accepted.dtypes == empty_sales().dtypes).all()
 
 
 def test_repeats_are_found_when_stores_and_items_combine_in_more_ways_than_rows():

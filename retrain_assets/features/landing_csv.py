@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 
 _LF, _CR, _TAB, _QUOTE, _COMMA = 10, 13, 9, 34, 44
+_UNCLOSED = "malformed row: a quoted field is not closed"
 _QUOTED = re.compile(rb'"((?:[^"]++|"")*+)"([^,\r\n]*+)')
 _UNQUOTED = re.compile(rb"[^,\r\n]*+")
 
@@ -147,28 +148,54 @@ class LandingCsv:
         return self._data[self._starts[index] : self._ends[index]].decode("utf-8")
 
     def rows(self) -> LandingRows:
-        """Cut the lines after the header into rows of the header's width."""
+        """Cut the lines after the header into rows of the header's width.
+
+        Raises:
+            UnreadableCsv: no line has the header's number of fields, and some have another:
+                the header, not every row, is what is wrong.
+        """
         width, body = len(self.header), self._body
         control_lines = set(self._line_of(self._control_bytes).tolist())
         quote_lines = set(self._line_of(self._quote_positions()).tolist())
         taken = np.zeros(len(self._starts), dtype=bool)  # lines of a row or a malformed line
         records: list[tuple[int, list[bytes], bool]] = []  # line, fields, may hold controls
-        malformed: list[MalformedLine] = []
+        unclosed: list[int] = []
+        wrong_width: list[tuple[int, int]] = []  # line, fields
         for index in sorted(i for i in control_lines | quote_lines if i >= body):
             if taken[index]:
                 continue
             fields, last = self._careful_row(index, width)
             taken[index : last + 1] = True
             if fields is None:
-                malformed.append(self._malformed(index, "a quoted field is not closed"))
+                unclosed.append(index)
             elif len(fields) != width:
-                reason = f"{_fields(len(fields))} where the header has {width}"
-                malformed.append(self._malformed(index, reason))
+                wrong_width.append((index, len(fields)))
             else:
                 records.append((index, fields, last > index or index in control_lines))
         fast = np.flatnonzero(~taken & (self._ends > self._starts))
-        table, fast, more_malformed = self._read_fast(fast[fast >= body], width)
-        return self._combine(table, fast, records, malformed + more_malformed)
+        table, fast, plain_wrong = self._read_fast(fast[fast >= body], width)
+        wrong_width = sorted(wrong_width + plain_wrong)
+        if wrong_width and not records and not table.num_rows:
+            index, found = wrong_width[0]
+            raise UnreadableCsv(
+                f"no row has the header's {width} fields (line {index + 1} has {found})"
+            )
+        return self._combine(table, fast, records, self._malformed(unclosed, wrong_width, width))
+
+    def _malformed(
+        self, unclosed: list[int], wrong_width: list[tuple[int, int]], width: int
+    ) -> list[MalformedLine]:
+        """Return the malformed lines, by line, each with its text and reason."""
+        reasons = {found: f"malformed row: {_fields(found)} where the header has {width}"
+                   for _, found in wrong_width}
+        malformed = [
+            MalformedLine(index + 1, self._text(index), reasons[found])
+            for index, found in wrong_width
+        ]
+        malformed += [
+            MalformedLine(index + 1, self._text(index), _UNCLOSED) for index in unclosed
+        ]
+        return sorted(malformed, key=lambda m: m.line)
 
     def _quote_positions(self) -> np.ndarray:
         if self._data.find(b'"') == -1:
@@ -210,13 +237,12 @@ class LandingCsv:
         parsed = _parse_record(self._data, start, end)
         return None if parsed is None else parsed[0]
 
-    def _malformed(self, index: int, reason: str) -> MalformedLine:
-        return MalformedLine(index + 1, self._text(index), f"malformed row: {reason}")
-
     def _read_fast(
         self, fast: np.ndarray, width: int
-    ) -> tuple[pa.Table, np.ndarray, list[MalformedLine]]:
-        """Parse the plain lines with pyarrow; lines of the wrong width are malformed (or blank).
+    ) -> tuple[pa.Table, np.ndarray, list[tuple[int, int]]]:
+        """Parse the plain lines with pyarrow; return its rows, their lines, the wrong widths.
+
+        A line pyarrow skips has the wrong number of fields, or only spaces and tabs (blank).
 
         One thread: it numbers the rows it skips (threads do not), and on a busy machine it is
         no slower.
@@ -242,22 +268,23 @@ class LandingCsv:
                 check_utf8=False,
             ),
         )
-        malformed: list[MalformedLine] = []
+        wrong_width: list[tuple[int, int]] = []
         if skipped:
             numbers = [number for number, _ in skipped]
             if None in numbers:
                 raise AssertionError("pyarrow did not number the rows it skipped")
             wrong = fast[np.asarray(numbers, dtype=np.int64) - 1]  # pyarrow counts from 1
-            for index, found in zip(wrong.tolist(), [f for _, f in skipped], strict=True):
-                if not self._blank(index):
-                    reason = f"{_fields(found)} where the header has {width}"
-                    malformed.append(self._malformed(index, reason))
+            wrong_width = [
+                (index, found)
+                for index, (_, found) in zip(wrong.tolist(), skipped, strict=True)
+                if not self._blank(index)
+            ]
             fast = np.setdiff1d(fast, wrong, assume_unique=True)
         if table.num_rows != len(fast):
             raise AssertionError(
                 f"pyarrow read {table.num_rows} rows from {len(fast)} plain lines"
             )
-        return table, fast, malformed
+        return table, fast, wrong_width
 
     def _plain_buffer(self, fast: np.ndarray) -> pa.Buffer | _Pieces:
         """Return the lines `fast` (sorted), each with its line break, for pyarrow to read.
@@ -280,7 +307,6 @@ class LandingCsv:
         malformed: list[MalformedLine],
     ) -> LandingRows:
         """Put pyarrow's rows and then the carefully parsed ones in one table."""
-        malformed.sort(key=lambda m: m.line)
         if not records:
             everyone = np.arange(len(fast))
             return LandingRows(table, fast + 1, everyone, np.empty(0, np.int64), malformed)

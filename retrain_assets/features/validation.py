@@ -31,7 +31,8 @@ from retrain_assets.landing import LANDING_COLUMNS
 SALES_COLUMNS = ["customer", *LANDING_COLUMNS]
 MALFORMED_KEY = "malformed_line"
 """The only key of a malformed row's `raw`: the text of its line."""
-CONTROL_CHARACTERS = re.compile("[\x00-\x08\x0a-\x1f]")
+_CONTROL = r"[\x00-\x08\x0a-\x1f]"  # escapes both Python's re and Arrow's RE2 read
+CONTROL_CHARACTERS = re.compile(_CONTROL)
 """C0 control characters other than tab: never valid inside a value."""
 
 
@@ -135,7 +136,10 @@ def validate_file(data: bytes | str, customer: str, day: dt.date, file: str) -> 
         outcome.problems.append(
             FileProblem("warning", f"unknown column(s) dropped: {', '.join(map(_shown, unknown))}")
         )
-    rows = csv.rows()
+    try:
+        rows = csv.rows()
+    except UnreadableCsv as err:
+        return failed_file(customer, file, f"unreadable CSV: {err}")
     del csv, data  # the file's bytes and line positions
     judged = _judge(rows, names, day)
     good = rows.in_file_order[~judged.bad[rows.in_file_order]]
@@ -261,13 +265,16 @@ def _control_characters(
     if not len(suspects):
         return found
     for name in LANDING_COLUMNS:
-        values = table.column(names.index(name)).take(pa.array(suspects)).to_pylist()
-        for position, value in zip(suspects.tolist(), values, strict=True):
-            if CONTROL_CHARACTERS.search(value):
-                characters = sorted(set(CONTROL_CHARACTERS.findall(value)))
-                plural = "s" if len(characters) > 1 else ""
-                listed = ", ".join(f"U+{ord(c):04X}" for c in characters)
-                found[(position, name)] = f"{name}: control character{plural} {listed}"
+        values = table.column(names.index(name)).take(pa.array(suspects))
+        hits = np.flatnonzero(
+            pc.match_substring_regex(values, _CONTROL).to_numpy(zero_copy_only=False)
+        )
+        texts = values.take(pa.array(hits)).to_pylist()
+        for position, value in zip(suspects[hits].tolist(), texts, strict=True):
+            characters = sorted(set(CONTROL_CHARACTERS.findall(value)))
+            plural = "s" if len(characters) > 1 else ""
+            listed = ", ".join(f"U+{ord(c):04X}" for c in characters)
+            found[(position, name)] = f"{name}: control character{plural} {listed}"
     return found
 
 
