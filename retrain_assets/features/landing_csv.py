@@ -6,10 +6,11 @@ lines with no quote and no control character (nearly all of them) go to pyarrow'
 as one buffer with quoting off, so its rows are those lines, in order. The few other lines are
 parsed here, with the quoting of the original pandas reader: a quote opens a field only as its
 first character, `""` inside is one quote, text after the closing quote belongs to the field.
-A row may run over several lines only inside a closed quoted field, and only if it comes out
-with as many fields as the header; otherwise its first line alone is a malformed row and
-reading goes on at the next line. Lines that are empty or hold only spaces and tabs are skipped
-(they hold no data) but counted.
+A row may run over several lines only inside a quoted field that closes (a comma or the end of
+a line right after the closing quote), only if it comes out with as many fields as the header,
+and only if none of the lines it takes is a row by itself; otherwise its first line alone is a
+malformed row and reading goes on at the next line. Lines that are empty or hold only spaces
+and tabs are skipped (they hold no data) but counted.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def _has_line_break(text: bytes) -> bool:
 
 
 class UnreadableCsv(ValueError):
-    """The file has no usable header, so none of it can be read as rows."""
+    """The file cannot be read as rows: it has no header, or a header that no row fits."""
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,7 @@ class MalformedLine:
 
 @dataclass(frozen=True)
 class LandingRows:
-    """The rows of a landing file, as the text of their fields, in file order.
+    """The rows of a landing file, as the text of their fields.
 
     `fields` has one string column per header field (`f0`, `f1`, ...), raw (not stripped),
     the rows parsed by pyarrow first and then the others (sorting would copy every string);
@@ -243,9 +244,8 @@ class LandingCsv:
         """Parse the plain lines with pyarrow; return its rows, their lines, the wrong widths.
 
         A line pyarrow skips has the wrong number of fields, or only spaces and tabs (blank).
-
-        One thread: it numbers the rows it skips (threads do not), and on a busy machine it is
-        no slower.
+        It reads with one thread: then it numbers the rows it skips (with threads it does not),
+        and on a busy machine it is no slower.
         """
         names = [f"f{i}" for i in range(width)]
         if not len(fast):

@@ -103,44 +103,50 @@ def column_names(header: list[str]) -> list[str]:
     return [name.strip() for name in names]
 
 
-def _utf8(data: bytes | str) -> bytes | str:
-    """Return the file as UTF-8 bytes, or the reason it is not UTF-8 text."""
-    try:
-        if isinstance(data, str):
-            return data.encode("utf-8")
-        if not data.isascii():
-            data.decode("utf-8")
-        return data
-    except UnicodeError as err:
-        return f"unreadable: not UTF-8 text ({err.reason} at byte {err.start})"
+def _utf8(data: bytes | str) -> bytes:
+    """Return the file as UTF-8 bytes.
+
+    Raises:
+        UnicodeError: it is not UTF-8 text.
+    """
+    if isinstance(data, str):
+        return data.encode("utf-8")
+    if not data.isascii():
+        data.decode("utf-8")
+    return data
+
+
+def _header_error(names: list[str]) -> str | None:
+    missing = [c for c in LANDING_COLUMNS if c not in names]
+    if missing:
+        return f"missing column(s): {', '.join(missing)}"
+    if len(set(names)) != len(names):
+        return "duplicate column names in the header"
+    return None
 
 
 def validate_file(data: bytes | str, customer: str, day: dt.date, file: str) -> FileOutcome:
     """Type and validate one landing file (UTF-8 bytes or text) for `customer` on `day`."""
-    data = _utf8(data)
-    if isinstance(data, str):
-        return failed_file(customer, file, data)
+    try:
+        data = _utf8(data)
+    except UnicodeError as err:
+        reason = f"unreadable: not UTF-8 text ({err.reason} at byte {err.start})"
+        return failed_file(customer, file, reason)
     try:
         csv = LandingCsv(data)
-    except UnreadableCsv as err:
-        return failed_file(customer, file, f"unreadable CSV: {err}")
-    names = column_names(csv.header)
-    missing = [c for c in LANDING_COLUMNS if c not in names]
-    if missing:
-        return failed_file(customer, file, f"missing column(s): {', '.join(missing)}")
-    if len(set(names)) != len(names):
-        return failed_file(customer, file, "duplicate column names in the header")
-    outcome = FileOutcome(customer, file, empty_sales())
-    unknown = [c for c in names if c not in LANDING_COLUMNS]
-    if unknown:
-        outcome.problems.append(
-            FileProblem("warning", f"unknown column(s) dropped: {', '.join(map(_shown, unknown))}")
-        )
-    try:
+        names = column_names(csv.header)
+        if error := _header_error(names):
+            return failed_file(customer, file, error)
         rows = csv.rows()
     except UnreadableCsv as err:
         return failed_file(customer, file, f"unreadable CSV: {err}")
     del csv, data  # the file's bytes and line positions
+    outcome = FileOutcome(customer, file, empty_sales())
+    unknown = [_shown(c) for c in names if c not in LANDING_COLUMNS]
+    if unknown:
+        outcome.problems.append(
+            FileProblem("warning", f"unknown column(s) dropped: {', '.join(unknown)}")
+        )
     judged = _judge(rows, names, day)
     good = rows.in_file_order[~judged.bad[rows.in_file_order]]
     malformed = rows.malformed
