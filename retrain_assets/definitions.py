@@ -6,6 +6,7 @@ import dagster as dg
 
 from retrain_assets.automation.customer_discovery import customer_discovery
 from retrain_assets.automation.gpu_job_poller import gpu_job_poller
+from retrain_assets.automation.landing_arrivals import landing_arrivals
 from retrain_assets.features.parquet_store import DailyParquetIOManager, PartitionStorage
 from retrain_assets.features.sales_asset import sales
 from retrain_assets.features.store_day_features_asset import store_day_features
@@ -41,7 +42,7 @@ def build_definitions() -> dg.Definitions:
             ),
             approve_drift_retraining,
         ],
-        sensors=[customer_discovery, gpu_job_poller, retraining_policy],
+        sensors=[customer_discovery, gpu_job_poller, retraining_policy, landing_arrivals],
         resources={
             "project_db": ProjectDatabase(),
             "partition_storage": storage,
