@@ -101,8 +101,9 @@ def readiness(
     day: LandingDay, now: dt.datetime, cutoff_hours: int, settle_seconds: int
 ) -> Readiness:
     """Return whether a day is complete and settled at `now`, and why (or why not)."""
-    if day.newest is not None and now.timestamp() - day.newest < settle_seconds:
-        age = max(now.timestamp() - day.newest, 0.0)
+    # A file stamped after `now` (clocks of two machines) is as fresh as one stamped now.
+    age = None if day.newest is None else max(now.timestamp() - day.newest, 0.0)
+    if age is not None and age < settle_seconds:
         return Readiness(False, f"files still arriving (newest {age:.0f} s old, settles after "
                                 f"{settle_seconds} s)")
     missing = sorted(day.expected - day.delivered)
