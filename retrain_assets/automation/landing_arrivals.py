@@ -131,6 +131,17 @@ def _storage_ids(instance: dg.DagsterInstance, key: dg.AssetKey) -> dict[dt.date
     return {dt.date.fromisoformat(day): storage_id for day, storage_id in latest.items()}
 
 
+def _grouped(reasons: Mapping[dt.date, str]) -> list[tuple[DayRange, str]]:
+    """Return consecutive days with the same reason as one range (a log line, not 120)."""
+    groups: list[tuple[DayRange, str]] = []
+    for day, why in sorted(reasons.items()):
+        if groups and groups[-1][1] == why and groups[-1][0][1] + dt.timedelta(days=1) == day:
+            groups[-1] = ((groups[-1][0][0], day), why)
+        else:
+            groups.append(((day, day), why))
+    return groups
+
+
 def _describe(ranges: list[DayRange]) -> str:
     return ", ".join(f"{a}" if a == b else f"{a} .. {b}" for a, b in ranges)
 
@@ -190,8 +201,8 @@ def landing_arrivals(context: dg.SensorEvaluationContext) -> dg.SensorResult:
     requests += [features_request(days, sales_ids, feature_ids) for days in follow]
     summary = _summary(plan, behind, follow)
     context.log.info(f"{len(customers)} customer(s); {summary}")
-    for day in plan.days:
-        context.log.info(f"{day}: {plan.reasons[day]}")
+    for days, why in _grouped(plan.reasons):
+        context.log.info(f"{_describe([days])}: {why}")
     cursor = _cursor({**requested, **plan.fingerprints})
     if not requests:
         return dg.SensorResult(skip_reason=summary, cursor=cursor)
