@@ -141,3 +141,16 @@ def test_settings_come_from_the_environment_with_clear_errors(monkeypatch):
     monkeypatch.setenv("RETRAIN_LANDING_AUTOMATION", "maybe")
     with pytest.raises(ValueError, match="on or off, not 'maybe'"):
         landing_automation_enabled()
+
+
+def test_scan_lists_object_storage_folders_too():
+    import fsspec
+
+    fs = fsspec.filesystem("memory")
+    fs.pipe("/landing-scan-test/a/2026-05-01.csv", b"x\n")
+    fs.pipe("/landing-scan-test/a/customer.json", b"{}")
+    files = scan_landing("memory://landing-scan-test", ["a", "b"])
+    assert [(f.customer, f.day) for f in files] == [("a", D1)]
+    fs.pipe("/landing-scan-test/a/2026-05-01.csv", b"x,corrected\n")
+    assert scan_landing("memory://landing-scan-test", ["a"])[0].stamp != files[0].stamp
+    fs.rm("/landing-scan-test", recursive=True)
