@@ -15,6 +15,7 @@ Pure functions over a landing scan, so the rules are tested without a filesystem
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
 import hashlib
 from collections import defaultdict
@@ -28,13 +29,23 @@ DayRange = tuple[dt.date, dt.date]
 
 @dataclass(frozen=True)
 class LandingDay:
-    """One calendar day between the first and the last landed day."""
+    """One calendar day between the first and the last landed day.
+
+    `expected` counts the active customers; their names are worked out only for a day that
+    misses some (`missing()`), since listing them for every day costs customers x days.
+    """
 
     day: dt.date
     delivered: frozenset[str]
-    expected: frozenset[str]
+    expected: int
     fingerprint: str
     newest: float | None
+    first_days: Mapping[str, dt.date] = field(repr=False, compare=False, default_factory=dict)
+
+    def missing(self) -> list[str]:
+        """Return the active customers without a file for this day, sorted."""
+        return sorted(c for c, start in self.first_days.items()
+                      if start <= self.day and c not in self.delivered)
 
 
 @dataclass(frozen=True)
@@ -61,7 +72,7 @@ class LandingPlan:
         return sorted(self.fingerprints)
 
 
-def _fingerprint(files: Iterable[LandedFile]) -> str:
+def _fingerprint(files: list[LandedFile]) -> str:
     text = "\n".join(sorted(f"{f.customer}\t{f.stamp}" for f in files))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -69,12 +80,15 @@ def _fingerprint(files: Iterable[LandedFile]) -> str:
 def landing_days(files: Iterable[LandedFile]) -> list[LandingDay]:
     """Return every day from the first to the last landed file, with who delivered."""
     by_day: dict[dt.date, list[LandedFile]] = defaultdict(list)
-    first_day: dict[str, dt.date] = {}
+    first_days: dict[str, dt.date] = {}
     for landed in files:
         by_day[landed.day].append(landed)
-        first_day[landed.customer] = min(landed.day, first_day.get(landed.customer, landed.day))
+        start = first_days.get(landed.customer)
+        if start is None or landed.day < start:
+            first_days[landed.customer] = landed.day
     if not by_day:
         return []
+    starts = sorted(first_days.values())
     first, last = min(by_day), max(by_day)
     days = []
     for offset in range((last - first).days + 1):
@@ -84,9 +98,10 @@ def landing_days(files: Iterable[LandedFile]) -> list[LandingDay]:
         days.append(LandingDay(
             day=day,
             delivered=frozenset(f.customer for f in landed),
-            expected=frozenset(c for c, start in first_day.items() if start <= day),
+            expected=bisect.bisect_right(starts, day),
             fingerprint=_fingerprint(landed),
             newest=max(times, default=None),
+            first_days=first_days,
         ))
     return days
 
@@ -106,10 +121,10 @@ def readiness(
     if age is not None and age < settle_seconds:
         return Readiness(False, f"files still arriving (newest {age:.0f} s old, settles after "
                                 f"{settle_seconds} s)")
-    missing = sorted(day.expected - day.delivered)
-    delivered = f"{len(day.expected) - len(missing)} of {len(day.expected)} customers delivered"
-    if not missing:
+    delivered = f"{len(day.delivered)} of {day.expected} customers delivered"
+    if len(day.delivered) >= day.expected:
         return Readiness(True, f"complete: {delivered}")
+    missing = day.missing()
     closes = cutoff(day.day, cutoff_hours)
     shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
     if now >= closes:

@@ -9,22 +9,22 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Any
+from functools import lru_cache, partial
+from typing import Any, NamedTuple
 
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
 SUFFIX = ".csv"
 LISTING_THREADS = 16  # object-storage folders listed at once
+Entry = tuple[str, str, float | None]  # file name, stamp, modified (epoch seconds)
 _MODIFIED_KEYS = ("mtime", "LastModified", "last_modified", "updated", "created")
 
 
-@dataclass(frozen=True)
-class LandedFile:
-    """One customer's file for one day, as the listing shows it."""
+class LandedFile(NamedTuple):
+    """One customer's file for one day, as the listing shows it (a tuple: millions a tick)."""
 
     customer: str
     day: dt.date
@@ -48,7 +48,9 @@ def _modified(entry: dict[str, Any]) -> float | None:
     return None
 
 
+@lru_cache(maxsize=4096)
 def _day(name: str) -> dt.date | None:
+    """Return the day a file name stands for (every customer's folder repeats the same names)."""
     if not name.endswith(SUFFIX):
         return None
     try:
@@ -57,7 +59,7 @@ def _day(name: str) -> dt.date | None:
         return None  # not a daily file (the sales asset reports files it expects, not extras)
 
 
-def _local_entries(folder: str) -> list[tuple[str, str, float | None]]:
+def _local_entries(folder: str) -> list[Entry]:
     """Return (name, stamp, modified) of a local folder's files: one `scandir`, in C."""
     entries = []
     with os.scandir(folder) as listing:
@@ -68,7 +70,7 @@ def _local_entries(folder: str) -> list[tuple[str, str, float | None]]:
     return entries
 
 
-def _remote_entries(fs: Any, folder: str) -> list[tuple[str, str, float | None]]:
+def _remote_entries(fs: Any, folder: str) -> list[Entry]:
     """Return (name, stamp, modified) of an object-storage folder's files: one listing."""
     entries = []
     for entry in fs.ls(folder, detail=True):
@@ -90,29 +92,28 @@ def scan_landing(landing_root: str, customers: Iterable[str]) -> list[LandedFile
     """
     fs, base = fsspec.core.url_to_fs(landing_root)
     base = base.rstrip("/")
-    if isinstance(fs, LocalFileSystem):
-        def entries(customer: str) -> list[tuple[str, str, float | None]]:
-            try:
-                return _local_entries(f"{base}/{customer}")
-            except FileNotFoundError:
-                return []  # a customer added by hand before its first delivery
-        workers = 1
-    else:
-        fs.invalidate_cache()
-
-        def entries(customer: str) -> list[tuple[str, str, float | None]]:
-            try:
-                return _remote_entries(fs, f"{base}/{customer}")
-            except FileNotFoundError:
-                return []
-        workers = LISTING_THREADS
     names = list(customers)
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        listings = pool.map(entries, names)
-        files = []
-        for customer, listing in zip(names, listings, strict=True):
-            for name, stamp, modified in listing:
-                day = _day(name)
-                if day is not None:
-                    files.append(LandedFile(customer, day, stamp, modified))
+    if isinstance(fs, LocalFileSystem):
+        listings: Iterable[list[Entry]] = (_listed(_local_entries, f"{base}/{c}") for c in names)
+        return _daily_files(names, listings)
+    fs.invalidate_cache()
+    with ThreadPoolExecutor(max_workers=LISTING_THREADS) as pool:
+        listings = pool.map(lambda c: _listed(partial(_remote_entries, fs), f"{base}/{c}"), names)
+        return _daily_files(names, listings)
+
+
+def _listed(list_folder: Callable[[str], list[Entry]], folder: str) -> list[Entry]:
+    try:
+        return list_folder(folder)
+    except FileNotFoundError:
+        return []  # a customer added by hand before its first delivery
+
+
+def _daily_files(names: list[str], listings: Iterable[list[Entry]]) -> list[LandedFile]:
+    files = []
+    for customer, listing in zip(names, listings, strict=True):
+        for name, stamp, modified in listing:
+            day = _day(name)
+            if day is not None:
+                files.append(LandedFile(customer, day, stamp, modified))
     return files
