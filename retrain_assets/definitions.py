@@ -39,6 +39,9 @@ def build_definitions() -> dg.Definitions:
                 FEATURES_JOB,
                 selection=dg.AssetSelection.groups("features"),
                 description="The data side only: sales and store_day_features for a day range.",
+                # Two steps that run one after the other: one process per run, not per step
+                # (under load, starting a step's process took longer than a day's work).
+                executor_def=dg.in_process_executor,
             ),
             approve_drift_retraining,
         ],

@@ -179,10 +179,9 @@ def test_a_file_still_being_written_waits_and_an_unfinished_run_holds_the_sensor
 def test_the_automation_never_selects_or_conditions_anything_on_the_model_side():
     defs = build_definitions()
     sensor = defs.get_sensor_def(NAME)
-    targeted = {key.to_user_string() for key in sensor.asset_selection.resolve(
-        defs.resolve_asset_graph()
-    )}
-    assert targeted == FEATURE_SIDE
+    assert sensor.job_name == FEATURES_JOB
+    job = defs.resolve_job_def(FEATURES_JOB)
+    assert {key.to_user_string() for key in job.asset_layer.selected_asset_keys} == FEATURE_SIDE
     conditioned = [spec.key for spec in defs.resolve_all_asset_specs()
                    if spec.automation_condition is not None]
     assert conditioned == []  # no declarative automation anywhere, least of all models

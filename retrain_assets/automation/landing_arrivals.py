@@ -47,6 +47,7 @@ from retrain_assets.features.store_day_features_asset import store_day_features
 from retrain_assets.settings import landing_root
 
 NAME = "landing_arrivals"
+FEATURES_JOB = "features_job"  # defined in retrain_assets.definitions (which imports this)
 AUTOMATION_TAG = "retrain/automation"  # on every run this sensor requests: data-side automation
 TRIGGER_TAG = "retrain/trigger"  # `landing` (files read) or `features_behind_sales`
 RANGE_START, RANGE_END = "dagster/asset_partition_range_start", "dagster/asset_partition_range_end"
@@ -168,7 +169,7 @@ def _summary(plan: LandingPlan, behind: list[dt.date], follow: list[DayRange]) -
     name=NAME,
     minimum_interval_seconds=landing_interval_seconds(),
     default_status=dg.DefaultSensorStatus.RUNNING,
-    asset_selection=[sales, store_day_features],
+    job_name=FEATURES_JOB,
     description="Reads each landing day once it is complete (every active customer delivered, "
     "or its cut-off passed) and again when a late file changes it: one sales + "
     "store_day_features run per day range. The data side only.",
