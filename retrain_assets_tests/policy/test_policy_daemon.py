@@ -136,7 +136,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     backfill daemon's pick-up time overlaps the first trainings; the backfill test looks at the
     ticks after both are over.
     """
-    fast = {"RETRAIN_POLICY_INTERVAL_SECONDS": "2", "RETRAIN_POLL_INTERVAL_SECONDS": "2"}
+    fast = {"RETRAIN_POLICY_INTERVAL_SECONDS": "2", "RETRAIN_POLL_INTERVAL_SECONDS": "2",
+            "RETRAIN_LANDING_AUTOMATION": "off"}  # these tests publish each day themselves
     with running_platform(tmp_path_factory.mktemp("policy"), env=fast) as running:
         sales = launch_days(running, "sales", "2026-01-01", "2026-03-10")  # meanwhile: settings
         wait_for_customers(running, 3)
