@@ -101,6 +101,17 @@ def pointers_in_state(url: str, machine: str, state: str) -> list[Pointer]:
         return [Pointer(*row) for row in cur.fetchall()]
 
 
+def unfinished_pointers(url: str, machine: str) -> list[Pointer]:
+    """Return every pointer of this machine that is not terminal, oldest update first."""
+    with transaction(url) as cur:
+        cur.execute(
+            f"SELECT {_POINTER_COLUMNS} FROM machine_pointers"
+            " WHERE machine = %s AND status <> 'terminal' ORDER BY updated_at, customer",
+            (machine,),
+        )
+        return [Pointer(*row) for row in cur.fetchall()]
+
+
 def history(url: str, machine: str, customer: str, run_key: str | None = None) -> list[HistoryRow]:
     """Return the customer's history rows for this machine, oldest first (one run if keyed)."""
     with transaction(url) as cur:
