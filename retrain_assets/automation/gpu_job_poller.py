@@ -107,7 +107,9 @@ def gpu_job_poller(
         if (job := jobs.get(str(p.payload[JOB_ID]))) is not None
         and job.status is JobStatus.SUCCEEDED
     }
-    handing = [p for p in chosen if p.state in HANDOFF_STATES or p.customer in succeeded]
+    # Facts for every run that is or may get into the hand-off this tick: all but the polls
+    # still going (the bulk of a tick), so a repointed or restarted run asks in this tick.
+    handing = [p for p in chosen if p.state != "POLL_JOB" or p.customer in succeeded]
     facts = handoff_facts(context.instance, db_url, handing)
     machine = training_machine()
     services = training_services(db_url, gpu, handoff=FactsByCustomer(facts))
@@ -132,7 +134,8 @@ def gpu_job_poller(
     advanced = sum(not r.busy and r.error is None for r in results.values())
     context.log.info(
         f"{len(pointers)} unfinished, {len(chosen)} due, {len(jobs)} statuses in one batch, "
-        f"{len(handing)} in the hand-off, {len(requests)} candidate run(s) requested, "
+        f"{sum(p.state in HANDOFF_STATES for p in chosen)} in the hand-off, "
+        f"{len(requests)} candidate run(s) requested, "
         f"{advanced} advanced, {len(chosen) - len(results)} deferred to the next tick"
     )
     return dg.SensorResult(run_requests=requests)
