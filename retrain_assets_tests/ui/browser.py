@@ -95,6 +95,17 @@ class Journey:
         self.wait_for(lambda: locator.first.is_visible(), seconds, what)
         return locator.first
 
+    def read_when_shown(self, locator: Locator, seconds: float, what: str) -> str:
+        """Wait until `locator` matches something; return its text at once (toasts fade)."""
+        texts: list[str] = []
+
+        def shown() -> bool:
+            texts[:] = locator.all_inner_texts()
+            return bool(texts)
+
+        self.wait_for(shown, seconds, what)
+        return texts[0]
+
     def wait_until_text(
         self, read: Callable[[], str], good: str, bad: tuple[str, ...], seconds: float, what: str
     ) -> str:

@@ -70,21 +70,31 @@ def choose_partition(journey: Journey, dialog: Locator, partition: str) -> None:
 def launch_backfill(journey: Journey, dialog: Locator) -> str:
     """Click "Launch backfill"; return the backfill id the UI reports."""
     dialog.get_by_role("button", name="Launch backfill").click()
-    toast = journey.wait_visible(journey.page.get_by_text(re.compile(r"Created backfill \w+")),
-                                 PAGE_SECONDS, "the backfill's confirmation")
-    return toast.inner_text().split()[-1]
+    confirmation = journey.read_when_shown(
+        journey.page.get_by_text(re.compile(r"Created backfill \w+")), PAGE_SECONDS,
+        "the backfill's confirmation",
+    )
+    return confirmation.split()[-1]
 
 
 def launch_one_run(journey: Journey, dialog: Locator) -> str:
-    """Click "Launch 1 run", then "View" on the confirmation; return the run's id."""
+    """Click "Launch 1 run", then open that run from the Runs page; return the run's id.
+
+    The confirmation names the run by its short id and fades in seconds, too soon to click
+    its View button reliably on a busy machine; the Runs page lists the run by that id.
+    """
     page = journey.page
     dialog.get_by_role("button", name="Launch 1 run").click()
-    journey.wait_visible(page.get_by_text(re.compile(r"Launched run \w+")), PAGE_SECONDS,
-                         "the run's confirmation")
-    journey.shot("run launched")
-    page.get_by_role("button", name="View", exact=True).click()
+    confirmation = journey.read_when_shown(page.get_by_text(re.compile(r"Launched run \w+")),
+                                           PAGE_SECONDS, "the run's confirmation")
+    short_id = confirmation.split()[-1]
+    journey.open("/runs")
+    journey.wait_visible(page.get_by_role("link", name=short_id, exact=True), PAGE_SECONDS,
+                         f"run {short_id} on the Runs page").click()
     journey.wait_for(lambda: RUN_ID.search(page.url), PAGE_SECONDS, "the run's page")
-    return RUN_ID.search(page.url).group(1)
+    run_id = RUN_ID.search(page.url).group(1)
+    assert run_id.startswith(short_id), (run_id, short_id)
+    return run_id
 
 
 def open_run(journey: Journey, run_id: str) -> None:
