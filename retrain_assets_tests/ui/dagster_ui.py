@@ -89,7 +89,7 @@ def launch_one_run(journey: Journey, dialog: Locator) -> str:
                                            PAGE_SECONDS, "the run's confirmation")
     short_id = confirmation.split()[-1]
     journey.open("/runs")
-    journey.wait_visible(page.get_by_role("link", name=short_id, exact=True), PAGE_SECONDS,
+    journey.wait_visible(page.get_by_role("link", name=short_id), PAGE_SECONDS,
                          f"run {short_id} on the Runs page").click()
     journey.wait_for(lambda: RUN_ID.search(page.url), PAGE_SECONDS, "the run's page")
     run_id = RUN_ID.search(page.url).group(1)
