@@ -46,7 +46,10 @@ def test_training_a_customer_from_the_ui_ends_with_its_candidate_registered(
         "WHERE customer = %s AND dagster_run_id = %s",
         (customer, run_id),
     )
-    assert decided == [("manual", "manual via the Dagster UI", FIRST_FEATURE_DAY, LAST_DAY)]
+    # no config: the policy's window, the unbroken published days ending at the latest
+    [(policy, decided_by, first_day, last_day)] = decided
+    assert (policy, decided_by, last_day) == ("manual", "manual via the Dagster UI", LAST_DAY)
+    assert first_day <= FIRST_FEATURE_DAY
 
     candidate_run_id = wait_for_candidate_run(platform, key, seconds=180)
     open_run(journey, candidate_run_id)
