@@ -6,6 +6,7 @@ import dagster as dg
 
 from retrain_assets.automation.customer_discovery import customer_discovery
 from retrain_assets.automation.gpu_job_poller import gpu_job_poller
+from retrain_assets.automation.landing_arrivals import landing_arrivals
 from retrain_assets.features.parquet_store import DailyParquetIOManager, PartitionStorage
 from retrain_assets.features.sales_asset import sales
 from retrain_assets.features.store_day_features_asset import store_day_features
@@ -38,10 +39,13 @@ def build_definitions() -> dg.Definitions:
                 FEATURES_JOB,
                 selection=dg.AssetSelection.groups("features"),
                 description="The data side only: sales and store_day_features for a day range.",
+                # Two steps that run one after the other: one process per run, not per step
+                # (under load, starting a step's process took longer than a day's work).
+                executor_def=dg.in_process_executor,
             ),
             approve_drift_retraining,
         ],
-        sensors=[customer_discovery, gpu_job_poller, retraining_policy],
+        sensors=[customer_discovery, gpu_job_poller, retraining_policy, landing_arrivals],
         resources={
             "project_db": ProjectDatabase(),
             "partition_storage": storage,

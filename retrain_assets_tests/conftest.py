@@ -12,6 +12,8 @@ SHARED_PLATFORM_ENV = {
     # the retraining policy is left to the tests that start a platform of their own
     "RETRAIN_POLICY_INTERVAL_SECONDS": "3600",
     "RETRAIN_GPU_ALLOW_FAULTS": "1",
+    # tests here publish their days by hand; the landing automation has a platform of its own
+    "RETRAIN_LANDING_AUTOMATION": "off",
 }
 
 

@@ -24,7 +24,7 @@ from retrain_assets.settings import landing_root
 from retrain_assets.store.landing_outcomes import record_outcomes
 from retrain_assets.store.resource import ProjectDatabase
 
-VALIDATION_VERSION = "sales-v1"
+VALIDATION_VERSION = "sales-v2"  # v2: exact integers, control characters, true lines
 FILES_CHECK = "landing_files_complete"
 
 

@@ -30,12 +30,13 @@ class GateResult:
     rows_scored: int
     reason: str
     dagster_run_id: str | None = None
+    reference_version: str | None = None  # the registered version scored against, if any
     evaluated_at: dt.datetime | None = None
 
 
 _COLUMNS = (
     "run_key, customer, passed, candidate_wape, reference_wape, reference, champion_version,"
-    " margin, holdout_window, rows_scored, reason, dagster_run_id"
+    " margin, holdout_window, rows_scored, reason, dagster_run_id, reference_version"
 )
 
 
@@ -49,13 +50,13 @@ def record_gate_result(url: str, result: GateResult) -> None:
     with transaction(url) as cur:
         cur.execute(
             f"INSERT INTO gate_results ({_COLUMNS}) VALUES"
-            " (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            " (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
             (
                 result.run_key, result.customer, result.passed,
                 _finite(result.candidate_wape), _finite(result.reference_wape),
                 result.reference, result.champion_version, result.margin,
                 result.holdout_window, result.rows_scored, result.reason,
-                result.dagster_run_id,
+                result.dagster_run_id, result.reference_version,
             ),
         )
 

@@ -43,6 +43,7 @@ LOGGED_MODEL_NAME = "model"
 PLOT_FOLDER = "plots"
 CHALLENGER = "challenger"
 CHAMPION = "champion"
+WITHDRAWN_TAG = "alias_withdrawn"  # version tag: which alias a failed re-gate took, and why
 _PAGE = 1000
 _T = TypeVar("_T")
 
@@ -353,18 +354,38 @@ class MlflowRegistry:
         with _process_tracking_uri(self.tracking_uri):
             return version, mlflow.lightgbm.load_model(uri)
 
+    def aliased_version(
+        self, customer: str, alias: str
+    ) -> mlflow.entities.model_registry.ModelVersion | None:
+        """Return the version holding `alias` (with its tags), None without a model or alias."""
+        name = model_name(customer)
+        try:
+            model = self.client.get_registered_model(name)
+        except MlflowException as err:
+            if err.error_code == "RESOURCE_DOES_NOT_EXIST":
+                return None
+            raise
+        version = model.aliases.get(alias)
+        return None if version is None else self.client.get_model_version(name, str(version))
+
     def load_version(self, customer: str, version: str) -> lightgbm.Booster:
-        """Return one registered version of the customer's model, loaded now from the registry.
-
-        The prediction service loads by version (the version its route names), never by
-        alias, so what it serves is exactly what the route says even while an alias moves.
-
-        Raises:
-            MlflowException: the model or version does not exist, or the server failed.
-        """
-        uri = f"models:/{model_name(customer)}/{version}"
+        """Return the model of one registered version, loaded now (a URI pinned to the number)."""
         with _process_tracking_uri(self.tracking_uri):
-            return mlflow.lightgbm.load_model(uri)
+            return mlflow.lightgbm.load_model(f"models:/{model_name(customer)}/{version}")
+
+    def withdraw_alias(self, customer: str, alias: str, version: str, reason: str) -> bool:
+        """Remove `alias` if it still points at `version`; tag the version with the reason.
+
+        Returns True when this call removed it. The tag `alias_withdrawn` (`<alias>: <reason>`)
+        stays on the version, so the registry itself says why it lost the alias.
+        """
+        current = self.aliased_version(customer, alias)
+        if current is None or str(current.version) != str(version):
+            return False
+        name = model_name(customer)
+        self.client.set_model_version_tag(name, str(version), WITHDRAWN_TAG, f"{alias}: {reason}")
+        self.client.delete_registered_model_alias(name, alias)
+        return True
 
     # -- audit --------------------------------------------------------------------------------
 

@@ -267,6 +267,11 @@ MIGRATIONS: list[str] = [
     ALTER TABLE gate_results ADD COLUMN gate text NOT NULL DEFAULT 'beats_champion';
     ALTER TABLE gate_results ADD COLUMN model_version text;
     """,
+    # 7: the gate's reference is the champion, else the challenger, else seasonal naive: the
+    # registered version it was scored against (NULL: seasonal naive).
+    """
+    ALTER TABLE gate_results ADD COLUMN reference_version text;
+    """,
 ]
 
 _LOCK_ID = 7_231_001  # pg_advisory_xact_lock key: one migrator at a time
