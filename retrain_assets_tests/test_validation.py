@@ -200,3 +200,9 @@ def test_repeats_are_found_when_stores_and_items_combine_in_more_ways_than_rows(
         8: "conflicting rows for (S2, I3) on lines 6, 8",
     }
     assert len(outcome.accepted) == 4
+
+
+def test_a_value_longer_than_the_parser_reads_at_once_is_kept():
+    long_store = "S" * 3_000_000
+    outcome = _validate(f"2026-01-02,S1,I1,3,2.5,0,4\n2026-01-02,{long_store},I2,3,2.5,0,4\n")
+    assert list(outcome.accepted["store_id"]) == ["S1", long_store]
