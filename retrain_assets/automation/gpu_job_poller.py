@@ -11,10 +11,13 @@ import time
 
 import dagster as dg
 
+from retrain_assets.deployment.records import auto_deploy_ready
+from retrain_assets.deployment.selection import registration_selection
 from retrain_assets.gpu.protocol import JobStatus
 from retrain_assets.machines.engine import advance_many
 from retrain_assets.machines.store import pointers_in_state
 from retrain_assets.machines.training import JOB_ID, NAME, training_machine
+from retrain_assets.models.deployed_model_asset import deployed_model
 from retrain_assets.models.model_candidate_asset import model_candidate
 from retrain_assets.models.registered_model_asset import registered_model
 from retrain_assets.models.resources import GpuServiceResource, training_services
@@ -28,15 +31,16 @@ def poll_interval_seconds() -> int:
     return int(os.environ.get("RETRAIN_POLL_INTERVAL_SECONDS", "180"))
 
 
-def candidate_request(customer: str, run_key: str) -> dg.RunRequest:
+def candidate_request(customer: str, run_key: str, auto_deploy: bool = False) -> dg.RunRequest:
     """Return the run that fetches a finished job's candidate, gates it and registers a pass.
 
     The selection's checks come with it: the blocking `beats_champion` runs between the
     candidate and `registered_model`, so a failing gate stops the registration in this run.
+    With `auto_deploy`, `deployed_model` follows behind its blocking deploy-time check.
     """
     return dg.RunRequest(
         run_key=f"candidate-{run_key}",
-        asset_selection=[model_candidate.key, registered_model.key],
+        **registration_selection(auto_deploy),
         partition_key=customer,
         run_config={"ops": {"model_candidate": {"config": {"run_key": run_key}}}},
         tags={"customer": customer, "retrain/run_key": run_key},
@@ -46,7 +50,7 @@ def candidate_request(customer: str, run_key: str) -> dg.RunRequest:
 @dg.sensor(
     minimum_interval_seconds=poll_interval_seconds(),
     default_status=dg.DefaultSensorStatus.RUNNING,
-    asset_selection=[model_candidate, registered_model],
+    asset_selection=[model_candidate, registered_model, deployed_model],
     description="Polls the GPU service for every customer in POLL_JOB; one batched call a tick.",
 )
 def gpu_job_poller(
@@ -63,10 +67,13 @@ def gpu_job_poller(
     jobs = gpu.statuses([str(p.payload[JOB_ID]) for p in waiting])
     machine, services = training_machine(), training_services(db_url, gpu)
     requests, still_running = [], []
+    auto = auto_deploy_ready(db_url)  # auto_deploy on and no rollout in progress
     for pointer in waiting:
         job = jobs.get(str(pointer.payload[JOB_ID]))
         if job is not None and job.status is JobStatus.SUCCEEDED:
-            requests.append(candidate_request(pointer.customer, pointer.run_key))
+            requests.append(
+                candidate_request(pointer.customer, pointer.run_key, pointer.customer in auto)
+            )
         else:
             still_running.append(pointer.customer)
     # Chunks not started inside the budget stay untouched: nobody loses a poll visit.

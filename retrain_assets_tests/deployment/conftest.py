@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import dagster as dg
 import numpy as np
 import pandas as pd
 import pytest
@@ -167,3 +169,115 @@ def world(app_db: str, tmp_path: Path) -> RolloutWorld:
     return RolloutWorld(
         app_db, ParquetPartitionStore(str(tmp_path / "storage")), actuals, FakeRegistry(), Clock()
     )
+
+
+# -- a registry world: features materialized in-process, LightGBM versions in a real MLflow ----
+
+REGISTRY_TENANT = "delta-us"
+REGISTRY_START = dt.date(2025, 1, 1)
+REGISTRY_DAYS = 60
+FAST_ROLLOUT = {
+    "RETRAIN_ROLLOUT_STEP_SECONDS": "0", "RETRAIN_ROLLOUT_MIN_PREDICTIONS": "20",
+    "RETRAIN_ROLLOUT_MIN_ACTUALS": "20", "RETRAIN_DEPLOY_CHECK_DAYS": "7",
+}
+
+
+@dataclass
+class RegistryWorld:
+    """A Postgres-backed Dagster instance, published features and a real MLflow registry."""
+
+    instance: object
+    db: str
+    mlflow_uri: str
+    home: Path
+    customer: str = REGISTRY_TENANT
+
+    def registry(self):
+        from retrain_assets.registry.mlflow_registry import MlflowRegistry
+
+        return MlflowRegistry(self.mlflow_uri)
+
+    def frame(self, first: int, last: int) -> pd.DataFrame:
+        """The customer's feature rows of days `first`..`last` (offsets from the start)."""
+        from retrain_assets.settings import storage_root
+
+        days = [(REGISTRY_START + dt.timedelta(days=i)).isoformat() for i in range(first, last + 1)]
+        frame = ParquetPartitionStore(storage_root()).read("store_day_features", days)
+        return frame[frame["customer"] == self.customer].reset_index(drop=True)
+
+    def register(self, run_key: str, rounds: int, train_days: tuple[int, int] = (28, 52),
+                 label_factor: float = 1.0) -> str:
+        """Train a LightGBM model here and register it (alias challenger); return its version."""
+        import lightgbm
+
+        from retrain_assets.models.export import LABEL, MODEL_FEATURES
+
+        frame = self.frame(*train_days)
+        booster = lightgbm.train(
+            {"objective": "regression", "num_leaves": 15, "learning_rate": 0.1, "verbose": -1,
+             "seed": 3, "min_data_in_leaf": 5},
+            lightgbm.Dataset(frame[MODEL_FEATURES], label=frame[LABEL] * label_factor),
+            num_boost_round=rounds,
+        )
+        registry = self.registry()
+        run_id = registry.candidate_run(self.customer, run_key)
+        registry.log_candidate(run_id, booster, {"rounds": float(rounds)},
+                               frame[MODEL_FEATURES].head(20))
+        return registry.register(self.customer, run_key, run_id)
+
+    def run(self, job: str | None = None, assets: list[str] | None = None, tags=None):
+        """Execute the deploy job (or some assets with their checks) for the customer."""
+        from retrain_assets.definitions import build_definitions
+
+        defs = build_definitions()
+        if job:
+            definition = defs.resolve_job_def(job)
+            selection = None
+        else:
+            keys = [dg.AssetKey(a) for a in assets or []]
+            definition = defs.resolve_implicit_job_def_def_for_assets(keys)
+            selection = keys
+        return definition.execute_in_process(
+            instance=self.instance, partition_key=self.customer, asset_selection=selection,
+            tags=tags or {}, raise_on_error=False,
+        )
+
+
+@pytest.fixture
+def registry_world(
+    tmp_path: Path, app_db: str, pg_server, mlflow_uri: str, monkeypatch: pytest.MonkeyPatch
+):
+    """60 days of one tenant's features published on Postgres, MLflow, fast rollout settings."""
+    from retrain_assets.customers import CUSTOMERS
+    from retrain_assets.definitions import FEATURES_JOB, build_definitions
+    from retrain_assets.demo.simulate import land_tenant
+    from retrain_assets.demo.tenants import TenantSpec
+    from retrain_assets.store.customers import register_customer
+    from retrain_assets.store.server import ensure_database
+
+    home = tmp_path / "home"
+    customer = f"{REGISTRY_TENANT}-{uuid.uuid4().hex[:8]}"  # MLflow is shared by the session
+    spec = TenantSpec(customer, "US", stores=3, items=5, seed=4)
+    land_tenant(str(home / "landing"), spec,
+                [REGISTRY_START + dt.timedelta(days=i) for i in range(REGISTRY_DAYS)])
+    monkeypatch.setenv("RETRAIN_HOME", str(home))
+    monkeypatch.setenv("RETRAIN_APP_PG_URL", app_db)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_uri)
+    for name in ("RETRAIN_LANDING_URL", "RETRAIN_STORAGE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in FAST_ROLLOUT.items():
+        monkeypatch.setenv(name, value)
+    migrate(app_db)
+    register_customer(app_db, customer, "US", "test")
+    ensure_database(pg_server, "dagster")
+    overrides = {"storage": {"postgres": {"postgres_url": pg_server.database_url("dagster")}}}
+    with dg.instance_for_test(overrides=overrides) as instance:
+        instance.add_dynamic_partitions(CUSTOMERS.name, [customer])
+        last = (REGISTRY_START + dt.timedelta(days=REGISTRY_DAYS - 1)).isoformat()
+        result = build_definitions().resolve_job_def(FEATURES_JOB).execute_in_process(
+            instance=instance,
+            tags={"dagster/asset_partition_range_start": REGISTRY_START.isoformat(),
+                  "dagster/asset_partition_range_end": last},
+        )
+        assert result.success
+        yield RegistryWorld(instance, app_db, mlflow_uri, home, customer)
