@@ -89,7 +89,8 @@ def advance_rollouts(
     active = active_rollouts(url, NAME, customers)
     report.active = len(active)
     moving = [a for a in active if a.pointer is not None and not a.pointer.terminal]
-    _close_ended(url, registry, [a for a in active if a not in moving], report)
+    ended = [a for a in active if a.pointer is None or a.pointer.terminal]
+    _close_ended(url, registry, ended, report)
     tick_time = now()
     canaries = set(canary_states(chosen))
     due = [a for a in moving if _due(a, tick_time, chosen, canaries)]

@@ -3,7 +3,7 @@
 Two grouped queries on `prediction_log` (the step's canary counts; the canary/shadow pairs of
 the rollouts so far) and one read of each needed `store_day_features` day for the actual
 sales, however many customers are rolling out. A canary row and the champion's shadow row of
-the same request key are one pair; each request key counts once (its latest prediction).
+the same request key are one pair; each request key counts once.
 """
 
 from __future__ import annotations
@@ -89,27 +89,24 @@ def canary_pairs(
     """Return one row per canary-routed request key with both forecasts, on published days.
 
     Columns: rollout_id, customer, store_id, item_id, forecast_date (date), canary, champion.
+    A key requested more than once counts once, with the mean of each side's predictions.
     Failed and non-finite predictions are left out (the operational check counts them).
     """
-    side = f"""
-        SELECT DISTINCT ON (rollout_id, request_key) rollout_id, request_key, customer,
-            store_id, item_id, forecast_date, prediction
-        FROM prediction_log
-        WHERE rollout_id = ANY(%s) AND alias = %s AND served = %s AND error IS NULL
-            AND prediction IS NOT NULL AND prediction NOT IN {_NONFINITE}
-            AND forecast_date = ANY(%s::date[])
-        ORDER BY rollout_id, request_key, id DESC
-    """
-    days = sorted(published)
     with transaction(url) as cur:
         cur.execute(
             f"""
-            WITH c AS ({side}), s AS ({side})
-            SELECT c.rollout_id, c.customer, c.store_id, c.item_id, c.forecast_date,
-                c.prediction, s.prediction
-            FROM c JOIN s USING (rollout_id, request_key)
+            SELECT rollout_id, min(customer), min(store_id), min(item_id), forecast_date,
+                avg(prediction) FILTER (WHERE alias = 'canary'),
+                avg(prediction) FILTER (WHERE alias = 'champion')
+            FROM prediction_log
+            WHERE rollout_id = ANY(%s) AND (alias = 'canary') = served
+                AND error IS NULL AND prediction IS NOT NULL
+                AND prediction NOT IN {_NONFINITE} AND forecast_date = ANY(%s::date[])
+            GROUP BY rollout_id, request_key, forecast_date
+            HAVING count(*) FILTER (WHERE alias = 'canary') > 0
+                AND count(*) FILTER (WHERE alias = 'champion') > 0
             """,
-            (list(rollout_ids), "canary", True, days, list(rollout_ids), "champion", False, days),
+            (list(rollout_ids), sorted(published)),
         )
         rows = cur.fetchall()
     columns = ["rollout_id", "customer", "store_id", "item_id", "forecast_date", "canary",
@@ -151,12 +148,11 @@ def score_pairs(
         champion=("champion_error", "sum"),
     )
     found: dict[int, tuple[int, float | None, float | None]] = {}
-    for rollout_id, row in sums.iterrows():
-        if row["scale"] > 0:
-            found[int(rollout_id)] = (
-                int(row["rows"]), float(row["canary"] / row["scale"]),
-                float(row["champion"] / row["scale"]),
-            )
+    for rollout_id, rows, scale, canary, champion in zip(
+        sums.index, sums["rows"], sums["scale"], sums["canary"], sums["champion"], strict=True
+    ):
+        if scale > 0:
+            found[int(rollout_id)] = (int(rows), float(canary / scale), float(champion / scale))
         else:  # actual sales sum to zero: WAPE is undefined, so there is nothing to judge yet
-            found[int(rollout_id)] = (int(row["rows"]), None, None)
+            found[int(rollout_id)] = (int(rows), None, None)
     return found

@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import psycopg2.extensions
-from psycopg2.extras import execute_values
 
 from retrain_assets.store.database import transaction
 
@@ -41,22 +40,21 @@ _COLUMNS = "customer, champion_version, canary_version, canary_weight, rollout_i
 
 
 def write_routes(cur: psycopg2.extensions.cursor, routes: Sequence[Route]) -> None:
-    """Upsert many routes with one statement, inside the caller's transaction."""
+    """Upsert many routes with one statement of column arrays, in the caller's transaction."""
     if not routes:
         return
-    execute_values(
-        cur,
-        f"INSERT INTO serving_routes ({_COLUMNS}) VALUES %s ON CONFLICT (customer) DO UPDATE SET"
-        " champion_version = EXCLUDED.champion_version,"
+    latest = {r.customer: r for r in routes}  # one row per customer in one statement
+    cur.execute(
+        f"INSERT INTO serving_routes ({_COLUMNS}) SELECT * FROM unnest(%s::text[], %s::text[],"
+        " %s::text[], %s::float8[], %s::bigint[], %s::text[]) ON CONFLICT (customer) DO UPDATE"
+        " SET champion_version = EXCLUDED.champion_version,"
         " canary_version = EXCLUDED.canary_version, canary_weight = EXCLUDED.canary_weight,"
         " rollout_id = EXCLUDED.rollout_id, step = EXCLUDED.step,"
         " updated_at = clock_timestamp()",
-        [
-            (r.customer, r.champion_version, r.canary_version, r.canary_weight, r.rollout_id,
-             r.step)
-            for r in routes
-        ],
-        page_size=max(len(routes), 1),
+        tuple(
+            [getattr(r, column.strip()) for r in latest.values()]
+            for column in _COLUMNS.split(",")
+        ),
     )
 
 

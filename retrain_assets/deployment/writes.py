@@ -113,22 +113,21 @@ def _finite(value: float | None) -> float | None:
 
 
 def _insert_analyses(cur: psycopg2.extensions.cursor, rows: list[AnalysisRow]) -> None:
+    """Insert analyses with one statement of column arrays (cheaper than a VALUES list)."""
     if not rows:
         return
-    execute_values(
-        cur,
+    cur.execute(
         "INSERT INTO rollout_analyses (rollout_id, step, canary_requests, canary_errors,"
         " canary_nonfinite, rows_with_actuals, canary_wape, champion_wape, passed, reason)"
-        " VALUES %s",
-        [
-            (
-                r.rollout_id, r.step, r.canary_requests, r.canary_errors, r.canary_nonfinite,
-                r.rows_with_actuals, _finite(r.canary_wape), _finite(r.champion_wape),
-                r.passed, r.reason,
-            )
-            for r in rows
-        ],
-        page_size=max(len(rows), 1),
+        " SELECT * FROM unnest(%s::bigint[], %s::text[], %s::int[], %s::int[], %s::int[],"
+        " %s::int[], %s::float8[], %s::float8[], %s::bool[], %s::text[])",
+        (
+            [r.rollout_id for r in rows], [r.step for r in rows],
+            [r.canary_requests for r in rows], [r.canary_errors for r in rows],
+            [r.canary_nonfinite for r in rows], [r.rows_with_actuals for r in rows],
+            [_finite(r.canary_wape) for r in rows], [_finite(r.champion_wape) for r in rows],
+            [r.passed for r in rows], [r.reason for r in rows],
+        ),
     )
 
 
