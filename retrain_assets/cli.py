@@ -10,6 +10,7 @@ import sys
 from retrain_assets.demo.seed import land_demo_tenants
 from retrain_assets.gpu.service.__main__ import add_arguments as add_gpu_arguments
 from retrain_assets.gpu.service.__main__ import run as run_gpu_service
+from retrain_assets.machines.catalog import MACHINES
 from retrain_assets.settings import landing_root
 
 
@@ -42,6 +43,20 @@ def _up(args: argparse.Namespace) -> int:
         raise ValueError(str(err)) from err
 
 
+def _demo_clock(args: argparse.Namespace) -> int:
+    from retrain_assets.demo.clock import run_clock
+    from retrain_assets.runtime.demo_mode import demo_day_seconds
+    from retrain_assets.runtime.signals import StopRequests
+
+    stop = StopRequests()
+    stop.install()
+    seconds = args.seconds if args.seconds is not None else demo_day_seconds()
+    print(f"demo clock: a day per tenant every {seconds:g} s into {landing_root()}", flush=True)
+    run_clock(landing_root(), seconds, lambda: stop.requested,
+              lambda line: print(f"landed {line}", flush=True))
+    return 0
+
+
 def _customers_add(args: argparse.Namespace) -> int:
     from retrain_assets.runtime.customers_admin import add_customer
 
@@ -52,12 +67,29 @@ def _customers_add(args: argparse.Namespace) -> int:
 
 
 def _diagram(args: argparse.Namespace) -> int:
+    from retrain_assets.machines.catalog import machine_named
     from retrain_assets.machines.diagram import mermaid
-    from retrain_assets.machines.rollout import rollout_machine
-    from retrain_assets.machines.training import training_machine
 
-    machines = {"training": training_machine, "rollout": rollout_machine}
-    print(mermaid(machines[args.machine]()))
+    print(mermaid(machine_named(args.machine)))
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    from retrain_assets.machines.report import status_lines
+    from retrain_assets.store.resource import ProjectDatabase
+
+    print("\n".join(status_lines(ProjectDatabase().connection_url(), args.customer)))
+    return 0
+
+
+def _history(args: argparse.Namespace) -> int:
+    from retrain_assets.customers import validate_customer_name
+    from retrain_assets.machines.report import history_lines
+    from retrain_assets.store.resource import ProjectDatabase
+
+    url = ProjectDatabase().connection_url()
+    customer = validate_customer_name(args.customer)
+    print("\n".join(history_lines(url, customer, args.machine, args.run_key)))
     return 0
 
 
@@ -190,6 +222,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="start the platform alone: land no demo tenants in an empty landing zone",
     )
     up.set_defaults(handler=_up)
+    clock = sub.add_parser(
+        "demo-clock", help="land the next simulated day of each demo tenant every few seconds"
+    )
+    clock.add_argument(
+        "--seconds", type=float, default=None, help="default: $RETRAIN_DEMO_DAY_SECONDS, else 20"
+    )
+    clock.set_defaults(handler=_demo_clock)
     customers = sub.add_parser("customers", help="manage tenants").add_subparsers(
         dest="action", required=True
     )
@@ -201,8 +240,18 @@ def build_parser() -> argparse.ArgumentParser:
     add_gpu_arguments(gpu)
     gpu.set_defaults(handler=run_gpu_service)
     diagram = sub.add_parser("diagram", help="print a state machine as Mermaid, from its table")
-    diagram.add_argument("machine", choices=["training", "rollout"])
+    diagram.add_argument("machine", choices=sorted(MACHINES))
     diagram.set_defaults(handler=_diagram)
+    status = sub.add_parser(
+        "status", help="each customer's state machines: state, why, visits left, last step"
+    )
+    status.add_argument("--customer", default=None, help="one customer only")
+    status.set_defaults(handler=_status)
+    hist = sub.add_parser("history", help="every recorded visit of a customer's state machines")
+    hist.add_argument("customer")
+    hist.add_argument("--machine", choices=sorted(MACHINES), default=None, help="one machine")
+    hist.add_argument("--run-key", default=None, help="one run only")
+    hist.set_defaults(handler=_history)
     audit = sub.add_parser(
         "audit",
         help="list run keys with two MLflow candidate runs or registered versions; exit 1 if any",

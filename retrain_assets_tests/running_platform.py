@@ -41,6 +41,7 @@ def up_environment(
     """Our environment minus anything that would point `up` at another platform.
 
     The GPU service and MLflow get free ports too (unless given), never a real :8765 or :5000.
+    The demo clock is off (RETRAIN_DEMO_DAY_SECONDS=0) unless a test turns it on.
     """
     env = {
         key: value
@@ -48,6 +49,9 @@ def up_environment(
         if not key.startswith(("RETRAIN_", "MLFLOW_")) and key != "DAGSTER_HOME"
     }
     env.update(
+        # the demo's clock would land days under tests that count them; a test of the live
+        # demo turns it on
+        RETRAIN_DEMO_DAY_SECONDS="0",
         RETRAIN_HOME=str(home),
         RETRAIN_WEBSERVER_PORT=str(port),
         RETRAIN_GPU_PORT=str(gpu_port if gpu_port is not None else free_port()),

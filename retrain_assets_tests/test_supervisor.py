@@ -3,11 +3,10 @@ import time
 from pathlib import Path
 
 import psutil
-import pytest
 
-from retrain_assets.runtime.supervisor import ChildFailed, ChildSpec, Supervisor
+from retrain_assets.runtime.supervisor import ChildFailed, ChildSpec, RestartPolicy, Supervisor
 from retrain_assets_tests.running_platform import running
-from retrain_assets_tests.waiting import wait_until
+from retrain_assets_tests.waiting import patience, wait_until
 
 
 def python(code: str) -> tuple[str, ...]:
@@ -20,18 +19,52 @@ def wait_for_line(path: Path, line: str, seconds: float = 10) -> None:
                interval=0.05)
 
 
-def test_a_child_that_exits_is_reported_by_name_with_its_output(tmp_path):
-    supervisor = Supervisor(tmp_path)
-    supervisor.start(ChildSpec("steady", python("import time; time.sleep(60)")), {})
-    quitter = supervisor.start(
-        ChildSpec("quitter", python("print('cannot bind'); raise SystemExit(3)")), {}
+def test_a_crashed_child_is_restarted_with_backoff_and_reported_by_name(tmp_path):
+    supervisor = Supervisor(tmp_path, RestartPolicy(first_delay=0.2, max_crashes=5))
+    said: list[str] = []
+    steady = supervisor.start(ChildSpec("steady", python("import time; time.sleep(60)")), {})
+    flaky = supervisor.start(
+        ChildSpec("flaky", python("print('cannot bind', flush=True); raise SystemExit(3)")), {}
     )
-    quitter.process.wait(timeout=10)
-    with pytest.raises(ChildFailed, match=r"quitter exited unexpectedly with code 3") as failed:
-        supervisor.check()
-    assert "cannot bind" in str(failed.value)
+    first_pid = flaky.process.pid
+    flaky.process.wait(timeout=patience(10))
+
+    supervisor.keep_running(said.append)
+    assert flaky.restart_at is not None
+    assert "flaky exited unexpectedly with code 3 (crash 1 of at most 4" in said[0]
+    assert "restarting it in 0.2 s" in said[0]
+    assert "cannot bind" in said[0]
+    wait_until(lambda: supervisor.keep_running(said.append) or flaky.process.pid != first_pid,
+               10, "the restart of flaky", interval=0.05)
+    assert any(line.startswith("restarted flaky (pid ") for line in said)
+    assert steady.process.poll() is None and steady.restart_at is None  # untouched
+    log = flaky.log.read_text()
+    assert "restart after crash 1" in log and "restarting it in" in log
     assert supervisor.stop_all(grace=5, hurry=lambda: False) == []
-    assert all(child.process.poll() is not None for child in supervisor.children)
+
+
+def test_a_child_that_keeps_crashing_ends_up_after_the_window_budget(tmp_path):
+    policy = RestartPolicy(first_delay=0.01, max_delay=0.01, max_crashes=3, window=60)
+    supervisor = Supervisor(tmp_path, policy)
+    supervisor.start(ChildSpec("broken", python("raise SystemExit(7)")), {})
+    said: list[str] = []
+
+    def gives_up() -> bool:
+        try:
+            supervisor.keep_running(said.append)
+        except ChildFailed as failed:
+            assert "broken exited unexpectedly with code 7: 3 crashes within 60 s" in str(failed)
+            return True
+        return False
+
+    wait_until(gives_up, 20, "up giving up on a child that keeps crashing", interval=0.05)
+    assert sum("restarted broken" in line for line in said) == 2
+    assert supervisor.stop_all(grace=5, hurry=lambda: False) == []
+
+
+def test_backoff_doubles_up_to_its_cap():
+    policy = RestartPolicy(first_delay=1, max_delay=30)
+    assert [policy.delay(n) for n in (1, 2, 3, 4, 5, 6, 7)] == [1, 2, 4, 8, 16, 30, 30]
 
 
 def test_stop_reaches_grandchildren_and_kills_what_ignores_sigterm(tmp_path):

@@ -111,6 +111,16 @@ def test_up_serves_dagster_on_postgres_and_stops_cleanly_on_sigterm(tmp_path):
             "sakura-jp",
         ]
 
+        # a crashed child is restarted, not the end of the platform
+        daemon = started_by_up(up, "dagster-daemon")
+        daemon.kill()
+        crash = r"^retrain-assets up: dagster-daemon was killed by SIGKILL \(crash 1 "
+        wait_for_line(crash, output)
+        wait_for_line(r"^retrain-assets up: restarted dagster-daemon \(pid \d+\)$", output)
+        assert started_by_up(up, "dagster-daemon").pid != daemon.pid
+        assert up.poll() is None
+        children = psutil.Process(up.pid).children(recursive=True)
+
         second = subprocess.run(
             UP, env=up_environment(home, free_port()), capture_output=True, text=True, timeout=30
         )

@@ -1,9 +1,32 @@
-"""The demo tenants: three retailers of different countries and sizes."""
+"""The demo tenants: three retailers of different countries and sizes, and what befalls them.
+
+The live demo keeps landing days after the first 120, so two tenants carry a change of regime
+that the platform must notice: lindenhof-de's demand and prices shift for good (the drift rule
+raises an alert a person approves), and sakura-jp has a three-week festival (a model trained
+during it over-forecasts once it ends, which a canary shows on fresh sales).
+"""
 
 from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
+
+DEFAULT_START = dt.date(2026, 1, 1)
+DEFAULT_HISTORY_DAYS = 120
+
+
+@dataclass(frozen=True)
+class Regime:
+    """A change to a tenant's demand and prices from `first` to `last` (None: for good)."""
+
+    first: dt.date
+    last: dt.date | None
+    demand_factor: float
+    price_factor: float = 1.0
+
+    def applies(self, day: dt.date) -> bool:
+        """Return True when `day` falls inside the regime."""
+        return self.first <= day and (self.last is None or day <= self.last)
 
 
 @dataclass(frozen=True)
@@ -20,13 +43,29 @@ class TenantSpec:
     yearly_amplitude: float = 0.15
     promo_probability: float = 0.06
     stockout_probability: float = 0.03
+    regimes: tuple[Regime, ...] = ()
+
+    def factors(self, day: dt.date) -> tuple[float, float]:
+        """Return the (demand, price) multipliers of the regimes that apply on `day`."""
+        demand = price = 1.0
+        for regime in self.regimes:
+            if regime.applies(day):
+                demand, price = demand * regime.demand_factor, price * regime.price_factor
+        return demand, price
+
+
+def _day(offset: int) -> dt.date:
+    return DEFAULT_START + dt.timedelta(days=offset)
 
 
 DEMO_TENANTS: tuple[TenantSpec, ...] = (
     TenantSpec("northwind-us", "US", stores=8, items=30, seed=11, base_units=8.0),
-    TenantSpec("lindenhof-de", "DE", stores=5, items=20, seed=23, trend_per_year=0.02),
-    TenantSpec("sakura-jp", "JP", stores=3, items=15, seed=37, base_units=4.0),
+    TenantSpec(
+        "lindenhof-de", "DE", stores=5, items=20, seed=23, trend_per_year=0.02,
+        regimes=(Regime(_day(DEFAULT_HISTORY_DAYS + 14), None, 1.8, price_factor=1.15),),
+    ),
+    TenantSpec(
+        "sakura-jp", "JP", stores=3, items=15, seed=37, base_units=4.0,
+        regimes=(Regime(_day(DEFAULT_HISTORY_DAYS + 4), _day(DEFAULT_HISTORY_DAYS + 24), 2.2),),
+    ),
 )
-
-DEFAULT_START = dt.date(2026, 1, 1)
-DEFAULT_HISTORY_DAYS = 120

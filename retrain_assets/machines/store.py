@@ -101,6 +101,38 @@ def pointers_in_state(url: str, machine: str, state: str) -> list[Pointer]:
         return [Pointer(*row) for row in cur.fetchall()]
 
 
+def customer_pointers(url: str, customer: str | None = None) -> list[Pointer]:
+    """Return every machine's pointer (or one customer's), by customer then machine."""
+    with transaction(url) as cur:
+        cur.execute(
+            f"SELECT {_POINTER_COLUMNS} FROM machine_pointers"
+            " WHERE %s::text IS NULL OR customer = %s ORDER BY customer, machine",
+            (customer, customer),
+        )
+        return [Pointer(*row) for row in cur.fetchall()]
+
+
+def latest_notes(url: str, pointers: Sequence[Pointer]) -> dict[tuple[str, str], HistoryRow]:
+    """Return the newest history row of each pointer's current run, keyed (machine, customer)."""
+    if not pointers:
+        return {}
+    keys = [(p.machine, p.customer, p.run_key) for p in pointers]
+    with transaction(url) as cur:
+        cur.execute(
+            f"SELECT DISTINCT ON (h.machine, h.customer) {_prefixed('h')}"
+            " FROM machine_history h JOIN unnest(%s::text[], %s::text[], %s::text[])"
+            " AS k(machine, customer, run_key)"
+            " ON h.machine = k.machine AND h.customer = k.customer AND h.run_key = k.run_key"
+            " ORDER BY h.machine, h.customer, h.id DESC",
+            tuple(list(column) for column in zip(*keys, strict=True)),
+        )
+        return {(row[1], row[2]): HistoryRow(*row) for row in cur.fetchall()}
+
+
+def _prefixed(alias: str) -> str:
+    return ", ".join(f"{alias}.{column.strip()}" for column in _HISTORY_COLUMNS.split(","))
+
+
 def history(url: str, machine: str, customer: str, run_key: str | None = None) -> list[HistoryRow]:
     """Return the customer's history rows for this machine, oldest first (one run if keyed)."""
     with transaction(url) as cur:

@@ -17,7 +17,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
@@ -40,12 +40,37 @@ class ChildSpec:
 
 @dataclass
 class Child:
-    """A started child, the file its output goes to, and where this start's output begins."""
+    """A started child, the file its output goes to, and where this start's output begins.
+
+    `env` is kept so a crashed child restarts exactly as it first started; `crashes` holds the
+    monotonic times of its recent crashes and `restart_at` when the next start is due.
+    """
 
     spec: ChildSpec
     process: subprocess.Popen[bytes]
     log: Path
     log_offset: int = 0
+    env: Mapping[str, str] = field(default_factory=dict)
+    crashes: list[float] = field(default_factory=list)
+    restart_at: float | None = None
+
+
+@dataclass(frozen=True)
+class RestartPolicy:
+    """How a crashed child comes back: exponential backoff, and when to give up.
+
+    The n-th crash inside `window` seconds waits `first_delay * 2**(n-1)` (at most `max_delay`)
+    before the restart; crash number `max_crashes` inside the window gives up.
+    """
+
+    first_delay: float = 1.0
+    max_delay: float = 30.0
+    max_crashes: int = 5
+    window: float = 300.0
+
+    def delay(self, recent_crashes: int) -> float:
+        """Return the wait before restarting after the `recent_crashes`-th recent crash."""
+        return min(self.max_delay, self.first_delay * 2 ** max(recent_crashes - 1, 0))
 
 
 class ChildFailed(RuntimeError):
@@ -71,21 +96,28 @@ def _exit_description(code: int) -> str:
 
 
 class Supervisor:
-    """The children of one `up`, started in order and stopped together."""
+    """The children of one `up`, started in order, restarted when they crash, stopped together."""
 
-    def __init__(self, log_dir: Path) -> None:
+    def __init__(self, log_dir: Path, restarts: RestartPolicy | None = None) -> None:
         self.log_dir = log_dir
+        self.restarts = restarts or RestartPolicy()
         self.children: list[Child] = []
 
     def start(self, spec: ChildSpec, env: Mapping[str, str]) -> Child:
         """Start one child in its own session, its output appended to `<log_dir>/<name>.log`."""
+        child = Child(spec, *self._spawn(spec, env), env=dict(env))
+        self.children.append(child)
+        return child
+
+    def _spawn(
+        self, spec: ChildSpec, env: Mapping[str, str], note: str = ""
+    ) -> tuple[subprocess.Popen[bytes], Path, int]:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log = self.log_dir / f"{spec.name}.log"
         with log.open("ab") as out:
             offset = out.tell()
-            out.write(
-                f"\n=== {dt.datetime.now():%Y-%m-%d %H:%M:%S} {' '.join(spec.argv)}\n".encode()
-            )
+            header = f"{dt.datetime.now():%Y-%m-%d %H:%M:%S} {note}{' '.join(spec.argv)}"
+            out.write(f"\n=== {header}\n".encode())
             out.flush()
             process = subprocess.Popen(
                 with_default_signals(spec.argv),
@@ -95,9 +127,54 @@ class Supervisor:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        child = Child(spec, process, log, offset)
-        self.children.append(child)
-        return child
+        return process, log, offset
+
+    def keep_running(self, say: Callable[[str], None], now: float | None = None) -> None:
+        """Restart crashed children with backoff; give up on one that crashes too often.
+
+        Called by `up`'s watch loop. A child that exited is noted as a crash (its group is
+        killed, so a code server it left cannot hold a port) and restarted once its backoff
+        has passed; each step is reported through `say` and in the child's log.
+
+        Raises:
+            ChildFailed: a child crashed `max_crashes` times within the policy's window.
+        """
+        now = time.monotonic() if now is None else now
+        for child in self.children:
+            if child.restart_at is None:
+                code = child.process.poll()
+                if code is not None:
+                    self._note_crash(child, code, now, say)
+            elif now >= child.restart_at:
+                crash = len(child.crashes)
+                child.process, child.log, child.log_offset = self._spawn(
+                    child.spec, child.env, note=f"restart after crash {crash}: "
+                )
+                child.restart_at = None
+                say(f"restarted {child.spec.name} (pid {child.process.pid})")
+
+    def _note_crash(
+        self, child: Child, code: int, now: float, say: Callable[[str], None]
+    ) -> None:
+        policy = self.restarts
+        child.crashes = [t for t in child.crashes if now - t < policy.window] + [now]
+        what = f"{child.spec.name} {_exit_description(code)}"
+        if len(child.crashes) >= policy.max_crashes:
+            raise ChildFailed(
+                f"{what}: {len(child.crashes)} crashes within {policy.window:.0f} s, giving up; "
+                f"last lines of {child.log}:\n{log_tail(child)}"
+            )
+        _signal_group(child, signal.SIGKILL)  # what it left behind (a code server, workers)
+        delay = policy.delay(len(child.crashes))
+        child.restart_at = now + delay
+        message = (
+            f"{what} (crash {len(child.crashes)} of at most {policy.max_crashes - 1} within "
+            f"{policy.window:.0f} s); restarting it in {delay:g} s"
+        )
+        tail = log_tail(child)
+        with child.log.open("ab") as out:
+            out.write(f"=== {message}\n".encode())
+        say(f"{message}; last lines of {child.log}:\n{tail}")
 
     def wait_ready(self, child: Child, timeout: float, give_up: Callable[[], bool]) -> bool:
         """Wait until the child's ready URL answers; return False if `give_up()` turns true.
@@ -123,11 +200,6 @@ class Supervisor:
                 )
             time.sleep(POLL_SECONDS * 2)
         return False
-
-    def check(self) -> None:
-        """Raise ChildFailed if any child has exited (none of them ever should on its own)."""
-        for child in self.children:
-            self._raise_if_exited(child)
 
     def stop_all(self, grace: float, hurry: Callable[[], bool]) -> list[str]:
         """SIGTERM every child's process group, SIGKILL what remains after `grace` seconds.

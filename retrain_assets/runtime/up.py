@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from retrain_assets.demo.seed import seed_if_empty
+from retrain_assets.runtime.demo_mode import demo_children, demo_environment, start_demo
 from retrain_assets.runtime.environment import (
     child_environment,
     prepare_dagster_home,
@@ -31,7 +31,6 @@ from retrain_assets.settings import (
     gpu_service_port,
     gpu_service_url,
     gpu_slots,
-    landing_root,
     mlflow_artifacts_root,
     mlflow_port,
     mlflow_tracking_uri,
@@ -144,15 +143,6 @@ def _prepare_databases() -> PostgresServer:
     return server
 
 
-def _seed_demo_tenants() -> None:
-    landed = seed_if_empty(landing_root())
-    for spec, days in landed:
-        _say(
-            f"landed demo tenant {spec.name} ({spec.country}): {len(days)} day(s) "
-            f"{days[0]} .. {days[-1]}"
-        )
-
-
 def _gpu_service_line() -> str:
     remote = remote_gpu_url()
     return f"{remote} (RETRAIN_GPU_URL)" if remote else gpu_service_url()
@@ -198,15 +188,20 @@ def _print_ready(server: PostgresServer) -> None:
 def _start_and_watch(
     supervisor: Supervisor, stop: StopRequests, dagster_yaml: Path, workspace: Path, demo: bool
 ) -> int:
-    """Start the platform and watch it until a stop is requested or a child fails."""
+    """Start the platform and keep it running until a stop is requested.
+
+    A child that crashes after the start is restarted with backoff; one that crashes too often
+    in a short window (see `RestartPolicy`) ends `up` with ChildFailed.
+    """
     folders = prepare_dagster_home(dagster_yaml)
     server = _prepare_databases()
-    if demo and not stop.requested:
-        _seed_demo_tenants()
-    env = child_environment(server, folders)  # once: every child gets the same GPU token
+    demo_on = start_demo(demo and not stop.requested, _say)
+    # once: every child gets the same GPU token
+    env = demo_environment(child_environment(server, folders), demo_on)
     _say_remote_gpu()
     _say_remote_mlflow()
-    for spec in platform_children(workspace, server.database_url("mlflow")):
+    children = platform_children(workspace, server.database_url("mlflow"))
+    for spec in [*children, *demo_children(demo_on)]:
         if stop.requested:
             return 0
         child = supervisor.start(spec, env)
@@ -216,13 +211,13 @@ def _start_and_watch(
             return 0
     _print_ready(server)
     while not stop.requested:
-        supervisor.check()
+        supervisor.keep_running(_say)
         time.sleep(WATCH_SECONDS)
     return 0
 
 
 def run_up(demo: bool = True) -> int:
-    """Run the platform until Ctrl-C or SIGTERM (exit 0) or a failing child (exit 1).
+    """Run the platform until Ctrl-C or SIGTERM (exit 0) or a child that keeps crashing (exit 1).
 
     With `demo` the demo tenants land in an empty landing zone; without it nothing is landed.
 
