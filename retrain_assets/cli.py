@@ -11,6 +11,8 @@ from retrain_assets.demo.seed import land_demo_tenants
 from retrain_assets.gpu.service.__main__ import add_arguments as add_gpu_arguments
 from retrain_assets.gpu.service.__main__ import run as run_gpu_service
 from retrain_assets.machines.catalog import MACHINES
+from retrain_assets.serving.__main__ import add_arguments as add_serve_arguments
+from retrain_assets.serving.__main__ import run as run_serve
 from retrain_assets.settings import landing_root
 
 
@@ -203,6 +205,32 @@ def _policy(args: argparse.Namespace) -> int:
     return 0
 
 
+def _repair(args: argparse.Namespace) -> int:
+    from retrain_assets.machines.repoint import check_state
+    from retrain_assets.machines.training import training_machine
+    from retrain_assets.runtime.training_admin import (
+        attach_platform,
+        operator_name,
+        reset_training,
+        retry_training,
+    )
+
+    if args.command == "reset":  # refused before any server or instance is touched
+        check_state(training_machine(), args.to)
+    who = operator_name(args.by)
+    url, instance = attach_platform()
+    with instance:
+        if args.command == "reset":
+            done = reset_training(url, instance, args.customer, args.to, args.reason, who)
+        else:
+            done = retry_training(url, instance, args.customer, who, args.reason)
+    print(
+        f"{args.customer}: training run {done.after.run_key} moved from {done.before.state} "
+        f"to {done.after.state} by {who}; {done.next_step}"
+    )
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the argument parser for every subcommand."""
     parser = argparse.ArgumentParser(prog="retrain-assets", description=__doc__)
@@ -295,6 +323,26 @@ def build_parser() -> argparse.ArgumentParser:
     for flag, (name, kind) in _POLICY_OPTIONS.items():
         set_.add_argument(flag, dest=name, type=kind, default=None)
     set_.set_defaults(handler=_policy)
+    serve = sub.add_parser(
+        "serve", help="run the prediction service (v2 inference protocol and a JSON route)"
+    )
+    add_serve_arguments(serve)
+    serve.set_defaults(handler=run_serve)
+    reset = sub.add_parser(
+        "reset", help="move a customer's training machine to a named state (recorded: who, why)"
+    )
+    reset.add_argument("customer")
+    reset.add_argument("--to", required=True, help="a state of the training machine's table")
+    reset.add_argument("--reason", required=True, help="why: kept in the machine's history")
+    reset.add_argument("--by", default=None, help="who (default: the operating-system user)")
+    reset.set_defaults(handler=_repair)
+    retry = sub.add_parser(
+        "retry", help="re-enter a customer's FAILED training run where it can (no retrain)"
+    )
+    retry.add_argument("customer")
+    retry.add_argument("--reason", default=None, help="why: kept in the machine's history")
+    retry.add_argument("--by", default=None, help="who (default: the operating-system user)")
+    retry.set_defaults(handler=_repair)
     return parser
 
 

@@ -6,6 +6,7 @@ import dagster as dg
 
 from retrain_assets.automation.customer_discovery import customer_discovery
 from retrain_assets.automation.gpu_job_poller import gpu_job_poller
+from retrain_assets.automation.landing_arrivals import landing_arrivals
 from retrain_assets.automation.rollout_controller import rollout_controller
 from retrain_assets.deployment.tracking import deployment_mlflow
 from retrain_assets.features.parquet_store import DailyParquetIOManager, PartitionStorage
@@ -50,6 +51,9 @@ def build_definitions() -> dg.Definitions:
                 FEATURES_JOB,
                 selection=dg.AssetSelection.groups("features"),
                 description="The data side only: sales and store_day_features for a day range.",
+                # Two steps that run one after the other: one process per run, not per step
+                # (under load, starting a step's process took longer than a day's work).
+                executor_def=dg.in_process_executor,
             ),
             approve_drift_retraining,
             dg.define_asset_job(
@@ -61,7 +65,10 @@ def build_definitions() -> dg.Definitions:
                 "start of its canary rollout).",
             ),
         ],
-        sensors=[customer_discovery, gpu_job_poller, retraining_policy, rollout_controller],
+        sensors=[
+            customer_discovery, gpu_job_poller, retraining_policy, landing_arrivals,
+            rollout_controller,
+        ],
         resources={
             "project_db": ProjectDatabase(),
             "partition_storage": storage,

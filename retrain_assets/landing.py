@@ -11,6 +11,8 @@ import json
 
 from upath import UPath
 
+from retrain_assets.customer_names import validate_customer_name
+
 LANDING_COLUMNS = [
     "date", "store_id", "item_id", "units_sold", "price", "on_promo", "stock_on_hand",
 ]
@@ -18,8 +20,8 @@ MANIFEST = "customer.json"
 
 
 def day_file(landing_root: str, customer: str, day: dt.date) -> UPath:
-    """Return the path of one customer's file for one day."""
-    return UPath(landing_root) / customer / f"{day.isoformat()}.csv"
+    """Return the path of one customer's file for one day (InvalidCustomerName if unsafe)."""
+    return UPath(landing_root) / validate_customer_name(customer) / f"{day.isoformat()}.csv"
 
 
 def customer_folders(landing_root: str) -> list[str]:
@@ -32,7 +34,7 @@ def customer_folders(landing_root: str) -> list[str]:
 
 def read_manifest_country(landing_root: str, customer: str) -> str | None:
     """Return the country named in a customer's landing manifest, if it has one."""
-    manifest = UPath(landing_root) / customer / MANIFEST
+    manifest = UPath(landing_root) / validate_customer_name(customer) / MANIFEST
     if not manifest.exists():
         return None
     country = json.loads(manifest.read_text()).get("country")
@@ -41,6 +43,6 @@ def read_manifest_country(landing_root: str, customer: str) -> str | None:
 
 def write_manifest(landing_root: str, customer: str, country: str) -> None:
     """Write a customer's manifest (the simulator does this for demo tenants)."""
-    folder = UPath(landing_root) / customer
+    folder = UPath(landing_root) / validate_customer_name(customer)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / MANIFEST).write_text(json.dumps({"country": country}))

@@ -127,3 +127,62 @@ def gate_margin() -> float:
     if not 0.0 <= margin < 1.0:
         raise ValueError(f"RETRAIN_GATE_MARGIN must be in [0, 1), not {margin}")
     return margin
+
+
+def _positive_number(name: str, default: str, kind: type[int] | type[float]) -> int | float:
+    """Return the positive number in `$name` (default `default`), or say which variable is bad.
+
+    Raises:
+        ValueError: the variable is not a positive number of `kind`.
+    """
+    text = os.environ.get(name, default)
+    try:
+        value = kind(text)
+    except ValueError:
+        raise ValueError(f"{name} must be a positive {kind.__name__}, not {text!r}") from None
+    if not value > 0:
+        raise ValueError(f"{name} must be positive, not {value}")
+    return value
+
+
+def serve_port() -> int:
+    """Return the port of the prediction service `up` starts (default 8080)."""
+    return int(_positive_number("RETRAIN_SERVE_PORT", "8080", int))
+
+
+def serve_url() -> str:
+    """Return where clients reach the prediction service.
+
+    `$RETRAIN_SERVE_URL` when set, else the local service `up` starts on loopback at
+    `serve_port()`.
+    """
+    return os.environ.get("RETRAIN_SERVE_URL") or f"http://127.0.0.1:{serve_port()}"
+
+
+def serve_token() -> str:
+    """Return the prediction service's bearer token, `$RETRAIN_SERVE_TOKEN` (default dev-token).
+
+    As with the GPU service, the default only keeps a hand-started local service and its client
+    in agreement; `up` exports a random token when the variable is unset, and the service warns
+    when it runs with the default.
+    """
+    return os.environ.get("RETRAIN_SERVE_TOKEN") or "dev-token"
+
+
+def serve_max_models() -> int:
+    """Return how many models the prediction service keeps loaded at once (default 32).
+
+    Each is one (customer, version) LightGBM booster; the least recently used one is dropped
+    when a new one is loaded past this bound.
+    """
+    return int(_positive_number("RETRAIN_SERVE_MAX_MODELS", "32", int))
+
+
+def serve_max_rows() -> int:
+    """Return the most rows one prediction request may carry (default 10,000; more is a 413)."""
+    return int(_positive_number("RETRAIN_SERVE_MAX_ROWS", "10000", int))
+
+
+def serve_refresh_seconds() -> float:
+    """Return how often the prediction service reads changed `serving_routes` rows (default 2)."""
+    return float(_positive_number("RETRAIN_SERVE_REFRESH_SECONDS", "2", float))

@@ -36,12 +36,17 @@ def free_port() -> int:
 
 
 def up_environment(
-    home: Path, port: int, gpu_port: int | None = None, mlflow_port: int | None = None
+    home: Path,
+    port: int,
+    gpu_port: int | None = None,
+    mlflow_port: int | None = None,
+    serve_port: int | None = None,
 ) -> dict[str, str]:
     """Our environment minus anything that would point `up` at another platform.
 
-    The GPU service and MLflow get free ports too (unless given), never a real :8765 or :5000.
-    The demo clock is off (RETRAIN_DEMO_DAY_SECONDS=0) unless a test turns it on.
+    The GPU service, MLflow and the prediction service get free ports too (unless given),
+    never a real :8765, :5000 or :8080. The demo clock is off (RETRAIN_DEMO_DAY_SECONDS=0)
+    unless a test turns it on.
     """
     env = {
         key: value
@@ -56,6 +61,7 @@ def up_environment(
         RETRAIN_WEBSERVER_PORT=str(port),
         RETRAIN_GPU_PORT=str(gpu_port if gpu_port is not None else free_port()),
         RETRAIN_MLFLOW_PORT=str(mlflow_port if mlflow_port is not None else free_port()),
+        RETRAIN_SERVE_PORT=str(serve_port if serve_port is not None else free_port()),
     )
     return env
 
@@ -136,6 +142,14 @@ class RunningPlatform:
     def mlflow_url(self) -> str:
         """Return the MLflow tracking URI, as `up` printed it in its ready block."""
         return wait_for_line(r"^\s+MLflow\s+(\S+)", self.output).group(1)
+
+    def serve_url(self) -> str:
+        """Return the URL of the prediction service, as `up` printed it in its ready block."""
+        return wait_for_line(r"^\s+Predictions\s+(\S+)", self.output).group(1)
+
+    def serve_token(self) -> str:
+        """Return the prediction service's bearer token `up` gave its children."""
+        return self.environment()["RETRAIN_SERVE_TOKEN"]
 
     def gpu_token(self) -> str:
         """Return the bearer token `up` gave its children (random unless RETRAIN_GPU_TOKEN)."""

@@ -41,3 +41,10 @@ def test_the_cli_refuses_a_bad_name_with_the_reason_and_writes_nothing(
     assert main(["customers", "add", "acme", "--country", "France"]) == 2
     assert "two-letter" in capsys.readouterr().err
     assert not (tmp_path / "home").exists()  # refused before any database or instance is touched
+
+
+@pytest.mark.parametrize("name", ["abc\n", "../x/y", "a_b"])
+def test_the_cli_refuses_names_that_only_look_safe(platform_env, capsys, tmp_path, name):
+    assert main(["customers", "add", name]) == 2
+    assert "not a safe slug" in capsys.readouterr().err
+    assert not (tmp_path / "home").exists()

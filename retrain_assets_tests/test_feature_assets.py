@@ -125,16 +125,11 @@ def test_bad_files_fail_only_their_day_and_lose_no_good_rows(world):
 
 
 def test_features_refuse_to_run_over_missing_sales_history(world):
-    instance = world["instance"]
-    defs = build_definitions()
-    job = defs.resolve_job_def(FEATURES_JOB).get_subset(
-        asset_selection={dg.AssetKey("store_day_features")}
-    )
-    result = job.execute_in_process(instance=instance, partition_key="2025-01-20",
-                                    raise_on_error=False)
+    result = _run_features(world["instance"], "2025-01-20", "2025-01-20")
     assert not result.success
-    failure = result.get_step_failure_events()[0].step_failure_data.error
-    assert "materialize those partitions of sales first" in failure.to_string()
+    failure = _failure(result)
+    assert "2025-01-20: sales has no day materialized at all" in failure
+    assert "materialize those partitions of sales first" in failure
 
 
 def _check_evaluations(instance: dg.DagsterInstance) -> list:
@@ -153,3 +148,88 @@ def test_an_unknown_frame_hashes_the_same_in_any_order_of_construction():
     a = pd.DataFrame({"x": [1, 2], "y": ["a", "b"]})
     assert frame_content_hash(a) == frame_content_hash(a.copy())
     assert frame_content_hash(a) != frame_content_hash(a.assign(x=[1, 3]))
+
+
+def _run_features(instance: dg.DagsterInstance, first: str, last: str):
+    job = build_definitions().resolve_job_def(FEATURES_JOB).get_subset(
+        asset_selection={dg.AssetKey("store_day_features")}
+    )
+    return job.execute_in_process(
+        instance=instance,
+        tags={
+            "dagster/asset_partition_range_start": first,
+            "dagster/asset_partition_range_end": last,
+        },
+        raise_on_error=False,
+    )
+
+
+def _feature_metadata(instance: dg.DagsterInstance) -> dict[str, dict]:
+    """Return the latest materialization metadata of every feature day, as plain values."""
+    records = instance.fetch_materializations(dg.AssetKey("store_day_features"), limit=1000)
+    latest: dict[str, dict] = {}
+    for record in sorted(records.records, key=lambda r: r.storage_id):
+        mat = record.asset_materialization
+        latest[mat.partition] = {k: v.value for k, v in mat.metadata.items()}
+    return latest
+
+
+def _failure(result) -> str:
+    return result.get_step_failure_events()[0].step_failure_data.error.to_string()
+
+
+def test_one_run_over_the_first_landed_days_computes_them_from_the_days_that_exist(world):
+    """Sales start on 2025-01-10 here: the first feature days look back past it."""
+    instance = world["instance"]
+    assert _run_range(instance, "2025-01-10", "2025-01-14").success  # one run, both assets
+    meta = _feature_metadata(instance)
+    assert sorted(meta) == [f"2025-01-{d}" for d in range(10, 15)]
+    assert [meta[day]["history_days_available"] for day in sorted(meta)] == [0, 1, 2, 3, 4]
+    assert all(m["partial_history"] is True for m in meta.values())
+    assert [m["rows"] for m in meta.values()] == [8] * 5
+
+    features = ParquetPartitionStore(str(world["storage"])).read("store_day_features",
+                                                                 ["2025-01-14"])
+    assert features[["lag_7", "lag_14", "lag_28"]].isna().all().all()
+    sales = ParquetPartitionStore(str(world["storage"])).read(
+        "sales", [f"2025-01-{d}" for d in range(10, 14)]
+    )
+    one = features[(features["customer"] == "alpha-us") & (features["store_id"] == "S001")
+                   & (features["item_id"] == "I0001")]
+    history = sales[(sales["customer"] == "alpha-us") & (sales["store_id"] == "S001")
+                    & (sales["item_id"] == "I0001")]
+    assert one["rolling_mean_7"].item() == pytest.approx(history["units_sold"].mean())
+    assert one["rolling_mean_28"].item() == pytest.approx(history["units_sold"].mean())
+    published = set(latest_snapshots(world["db"]))
+    assert published == {START + dt.timedelta(days=d) for d in range(9, 14)}
+
+    # Once 28 earlier days exist, a day has its whole look-back again.
+    assert _run_range(instance, "2025-01-15", "2025-02-04").success
+    meta = _feature_metadata(instance)
+    assert meta["2025-02-04"] == {**meta["2025-02-04"], "history_days_available": 25,
+                                  "partial_history": True}
+    assert _run_range(instance, "2025-01-01", "2025-01-09").success  # history now from 01-01
+    assert _run_features(instance, "2025-02-04", "2025-02-04").success
+    assert _feature_metadata(instance)["2025-02-04"]["partial_history"] is False
+    assert _feature_metadata(instance)["2025-02-04"]["history_days_available"] == 28
+
+
+def test_a_hole_in_the_sales_history_is_named_and_blocks_only_the_days_that_need_it(world):
+    instance, storage = world["instance"], world["storage"]
+    assert _run_range(instance, "2025-01-10", "2025-01-20").success
+    (storage / "sales" / "2025-01-15.parquet").unlink()  # a sales day lost after the fact
+    result = _run_features(instance, "2025-01-12", "2025-01-17")
+    assert not result.success
+    failure = _failure(result)
+    assert "could not compute 3" in failure and "published 3 day(s)" in failure
+    assert "2025-01-15: sales has no data for 2025-01-15 itself" in failure
+    assert "2025-01-16: sales has no data for 2025-01-15 of its look-back" in failure
+    assert "materialize those partitions of sales first" in failure
+    mats = instance.fetch_materializations(dg.AssetKey("store_day_features"), limit=1000)
+    this_run = sorted(r.asset_materialization.partition for r in mats.records
+                      if r.run_id == result.run_id)
+    assert this_run == ["2025-01-12", "2025-01-13", "2025-01-14"]  # before the hole: published
+
+    before = _run_features(instance, "2025-01-05", "2025-01-05")
+    assert not before.success
+    assert "2025-01-05 is before the first sales day 2025-01-10" in _failure(before)

@@ -28,7 +28,8 @@ query Mats($partitions: [String!]) {
 
 
 def test_a_seven_day_feature_backfill_runs_only_features_and_records_new_versions(tmp_path):
-    with running_platform(tmp_path) as platform:
+    # The landing automation is off: this test publishes sales and features as a person does.
+    with running_platform(tmp_path, env={"RETRAIN_LANDING_AUTOMATION": "off"}) as platform:
         wait_for_customers(platform, 3)
         groups = {
             node["assetKey"]["path"][-1]: node["groupName"]

@@ -62,8 +62,10 @@ def dagster_tables(server_url: str) -> set[str]:
 @pytest.mark.system
 def test_up_serves_dagster_on_postgres_and_stops_cleanly_on_sigterm(tmp_path):
     home, port, gpu_port, mlflow_port = tmp_path / "home", free_port(), free_port(), free_port()
-    output = tmp_path / "up.out"
-    env = up_environment(home, port, gpu_port, mlflow_port) | {"RETRAIN_GPU_TOKEN": GPU_TOKEN}
+    serve_port, output = free_port(), tmp_path / "up.out"
+    env = up_environment(home, port, gpu_port, mlflow_port, serve_port) | {
+        "RETRAIN_GPU_TOKEN": GPU_TOKEN
+    }
     with output.open("wb") as out:
         up = subprocess.Popen(UP, env=env, stdout=out, stderr=subprocess.STDOUT)
     children: list[psutil.Process] = []
@@ -91,6 +93,17 @@ def test_up_serves_dagster_on_postgres_and_stops_cleanly_on_sigterm(tmp_path):
             assert child_env["RETRAIN_GPU_URL"] == gpu_url
             assert child_env["RETRAIN_GPU_TOKEN"] == GPU_TOKEN
             assert child_env["MLFLOW_TRACKING_URI"] == mlflow_url
+
+        serve_url = wait_for_line(r"^\s+Predictions\s+(\S+)$", output).group(1)
+        assert serve_url == f"http://127.0.0.1:{serve_port}"
+        assert requests.get(f"{serve_url}/v2/health/ready", timeout=10).status_code == 200
+        assert requests.get(f"{serve_url}/v2/models/x", timeout=10).status_code == 401
+        serve_token = started_by_up(up, "dagster-daemon").environ()["RETRAIN_SERVE_TOKEN"]
+        unknown = requests.get(
+            f"{serve_url}/v2/models/x", headers={"Authorization": f"Bearer {serve_token}"},
+            timeout=10,
+        )
+        assert unknown.status_code == 404, unknown.text  # the children's token is the service's
 
         assert wait_for_line(r"^\s+MLflow\s+(\S+)$", output).group(1) == mlflow_url
         assert requests.get(f"{mlflow_url}/health", timeout=10).text == "OK"
@@ -134,6 +147,7 @@ def test_up_serves_dagster_on_postgres_and_stops_cleanly_on_sigterm(tmp_path):
         assert port_problem("127.0.0.1", port) is None
         assert port_problem("127.0.0.1", gpu_port) is None
         assert port_problem("127.0.0.1", mlflow_port) is None
+        assert port_problem("127.0.0.1", serve_port) is None
         assert not (home / "pg" / "postmaster.pid").exists()  # embedded Postgres stopped
     finally:  # after a failure: let `up` stop its children, then kill whatever is left
         if up.poll() is None:
@@ -156,6 +170,7 @@ def test_up_serves_dagster_on_postgres_and_stops_cleanly_on_sigterm(tmp_path):
         ("RETRAIN_WEBSERVER_PORT", "dagster-webserver"),
         ("RETRAIN_GPU_PORT", "gpu-service"),
         ("RETRAIN_MLFLOW_PORT", "mlflow"),
+        ("RETRAIN_SERVE_PORT", "prediction-service"),
     ],
 )
 def test_up_refuses_a_taken_port_before_starting_anything(tmp_path, setting, needed_by):
@@ -188,9 +203,12 @@ def test_up_runs_the_gpu_service_first_with_its_settings(monkeypatch, tmp_path):
         "RETRAIN_WEBSERVER_PORT",
         "RETRAIN_GPU_PORT",
         "RETRAIN_MLFLOW_PORT",
+        "RETRAIN_SERVE_PORT",
     ]
     first, *rest = up.platform_children(tmp_path / "workspace.yaml", BACKEND)
-    assert [spec.name for spec in rest] == ["mlflow", "dagster-webserver", "dagster-daemon"]
+    assert [spec.name for spec in rest] == [
+        "mlflow", "prediction-service", "dagster-webserver", "dagster-daemon"
+    ]
     assert first.name == "gpu-service"
     assert first.argv[0].endswith("/retrain-assets")
     assert " ".join(first.argv[1:]) == "gpu-service --host 127.0.0.1 --port 18765 --slots 2"
@@ -208,9 +226,11 @@ def test_up_runs_the_gpu_service_first_with_its_settings(monkeypatch, tmp_path):
 def test_up_leaves_a_remote_gpu_service_alone(monkeypatch, tmp_path):
     monkeypatch.setenv("RETRAIN_GPU_URL", "https://gpu.example.com")
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "https://mlflow.example.com")
-    assert [need.name for need in up.needed_ports()] == ["dagster-webserver"]
+    assert [need.name for need in up.needed_ports()] == ["dagster-webserver", "prediction-service"]
     children = up.platform_children(tmp_path / "workspace.yaml", BACKEND)
-    assert [spec.name for spec in children] == ["dagster-webserver", "dagster-daemon"]
+    assert [spec.name for spec in children] == [
+        "prediction-service", "dagster-webserver", "dagster-daemon"
+    ]
 
 
 def test_up_runs_mlflow_on_postgres_with_served_artifacts(monkeypatch, tmp_path):
@@ -261,3 +281,26 @@ def test_children_share_a_random_gpu_token_unless_one_is_set(monkeypatch):
     monkeypatch.delenv("RETRAIN_GPU_TOKEN")
     monkeypatch.setenv("RETRAIN_GPU_URL", "https://gpu.example.com")
     assert environment.children_gpu_token() == "dev-token"  # a remote service cannot know ours
+
+
+def test_up_runs_the_prediction_service_with_a_shared_token(monkeypatch, tmp_path):
+    monkeypatch.setenv("RETRAIN_GPU_URL", "https://gpu.example.com")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "https://mlflow.example.com")
+    monkeypatch.setenv("RETRAIN_SERVE_PORT", "18080")
+    monkeypatch.delenv("RETRAIN_SERVE_TOKEN", raising=False)
+    (spec, *_) = up.platform_children(tmp_path / "workspace.yaml", BACKEND)
+    assert spec.name == "prediction-service" and spec.argv[0].endswith("/retrain-assets")
+    assert " ".join(spec.argv[1:]) == "serve --host 127.0.0.1 --port 18080"
+    assert spec.ready_url == "http://127.0.0.1:18080/v2/health/ready"
+
+    folders = environment.DagsterFolders(tmp_path, tmp_path, tmp_path)
+    server = PostgresServer(url="postgresql+psycopg2://postgres:@/postgres?host=/tmp/pg",
+                            embedded=True)
+    env = environment.child_environment(server, folders)
+    assert env["RETRAIN_SERVE_URL"] == "http://127.0.0.1:18080"
+    assert len(env["RETRAIN_SERVE_TOKEN"]) >= 32  # random: never the dev token under `up`
+    assert environment.child_environment(server, folders)["RETRAIN_SERVE_TOKEN"] != env[
+        "RETRAIN_SERVE_TOKEN"
+    ]
+    monkeypatch.setenv("RETRAIN_SERVE_TOKEN", "chosen")
+    assert environment.child_environment(server, folders)["RETRAIN_SERVE_TOKEN"] == "chosen"

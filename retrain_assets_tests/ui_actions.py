@@ -58,9 +58,13 @@ def launch_backfill(platform: RunningPlatform, assets: list[str], days: list[str
 
 
 def launch_run(
-    platform: RunningPlatform, job: str, tags: dict[str, str], assets: list[str] | None = None
+    platform: RunningPlatform,
+    job: str,
+    tags: dict[str, str],
+    assets: list[str] | None = None,
+    run_config: dict | None = None,
 ) -> str:
-    """Launch a run, as the UI's launchpad does; return its id."""
+    """Launch a run, as the UI's launchpad does (with `run_config` typed in); return its id."""
     selector = {
         "repositoryLocationName": "retrain_assets", "repositoryName": "__repository__",
         "pipelineName": job,
@@ -69,7 +73,7 @@ def launch_run(
         selector["assetSelection"] = [{"path": [a]} for a in assets]
     params = {
         "selector": selector,
-        "runConfigData": {},
+        "runConfigData": run_config or {},
         "executionMetadata": {"tags": [{"key": k, "value": v} for k, v in tags.items()]},
     }
     result = platform.graphql(LAUNCH_RUN, {"params": params})["launchRun"]

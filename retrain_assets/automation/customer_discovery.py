@@ -32,7 +32,7 @@ def customer_discovery(
         try:
             validate_customer_name(folder)
         except InvalidCustomerName as err:
-            refused.append(f"{root}/{folder}: {err}")
+            refused.append(f"folder {folder!r} in {root}: {err}")  # repr: shows a newline
             continue
         new.append(folder)
     db_url = project_db.connection_url()

@@ -1,21 +1,40 @@
-"""`gpu_job_poller`: advance every customer waiting on a GPU job, with one batched status call.
+"""`gpu_job_poller`: advance every unfinished training machine; polls GPU jobs, drives hand-offs.
 
-Nothing else waits for the GPU: between ticks a waiting customer is one row in Postgres. A
-succeeded job becomes a `model_candidate` run request (run key as Dagster `run_key`, so a
-re-evaluated tick never requests it twice); a failed one is resubmitted by the machine within
-its budget; past a budget the machine records FAILED with the reason.
+Nothing else waits for the GPU: between ticks a waiting customer is one row in Postgres. Each
+tick takes every training machine that is not terminal (a run's own freshly started pointer
+gets `STRANDED_AFTER_SECONDS` before the sensor adopts it), so no customer can stay in a
+non-terminal state without a tick advancing it:
+
+- POLL_JOB: one batched status call for all of them; a failed job is resubmitted by the
+  machine within its budget, a succeeded one moves on to the hand-off;
+- AWAIT_CANDIDATE / AWAIT_GATE: the hand-off (`automation/handoff.py`): the candidate run is
+  requested as `candidate-<run key>-<attempt>`, requested again with the next attempt when it
+  failed or was cancelled, and the machine ends DONE once the verdict (and on a pass the
+  registration) is recorded;
+- anything an operator repointed: advanced from there.
+
+Past a budget the machine records FAILED with the reason. The sensor keeps its name from the
+days it only polled: its tick history and the run keys it used stay with it.
 """
 
+import datetime as dt
 import os
 import time
 
 import dagster as dg
 
+from retrain_assets.automation.handoff import (
+    ATTEMPT_TAG,
+    RUN_KEY_TAG,
+    handoff_facts,
+    handoff_requests,
+)
 from retrain_assets.deployment.records import auto_deploy_ready
 from retrain_assets.deployment.selection import registration_selection
-from retrain_assets.gpu.protocol import JobStatus
+from retrain_assets.gpu.protocol import Job, JobStatus
 from retrain_assets.machines.engine import advance_many
-from retrain_assets.machines.store import pointers_in_state
+from retrain_assets.machines.handoff import HANDOFF_STATES, FactsByCustomer, request_key
+from retrain_assets.machines.store import Pointer, unfinished_pointers
 from retrain_assets.machines.training import JOB_ID, NAME, training_machine
 from retrain_assets.models.deployed_model_asset import deployed_model
 from retrain_assets.models.model_candidate_asset import model_candidate
@@ -24,6 +43,7 @@ from retrain_assets.models.resources import GpuServiceResource, training_service
 from retrain_assets.store.resource import ProjectDatabase
 
 TICK_BUDGET_SECONDS = 40.0  # Dagster cancels a sensor evaluation after 60 s
+STRANDED_AFTER_SECONDS = 300.0  # a started pointer no run advanced within this is adopted
 
 
 def poll_interval_seconds() -> int:
@@ -31,67 +51,100 @@ def poll_interval_seconds() -> int:
     return int(os.environ.get("RETRAIN_POLL_INTERVAL_SECONDS", "180"))
 
 
-def candidate_request(customer: str, run_key: str, auto_deploy: bool = False) -> dg.RunRequest:
+def candidate_request(
+    customer: str, run_key: str, attempt: int, auto_deploy: bool = False
+) -> dg.RunRequest:
     """Return the run that fetches a finished job's candidate, gates it and registers a pass.
 
     The selection's checks come with it: the blocking `beats_champion` runs between the
     candidate and `registered_model`, so a failing gate stops the registration in this run.
+    Its run key names the attempt (`candidate-<run key>-<attempt>`): a failed attempt's key is
+    used up in Dagster, so the machine asks for the next attempt, never the same key again.
     With `auto_deploy`, `deployed_model` follows behind its blocking deploy-time check.
     """
     return dg.RunRequest(
-        run_key=f"candidate-{run_key}",
+        run_key=request_key(run_key, attempt),
         **registration_selection(auto_deploy),
         partition_key=customer,
         run_config={"ops": {"model_candidate": {"config": {"run_key": run_key}}}},
-        tags={"customer": customer, "retrain/run_key": run_key},
+        tags={"customer": customer, RUN_KEY_TAG: run_key, ATTEMPT_TAG: str(attempt)},
     )
+
+
+def due(pointers: list[Pointer], now: dt.datetime) -> list[Pointer]:
+    """Return the pointers this tick advances: all but those a run has just started.
+
+    A "ready" pointer was started by a `training_job` run that advances it a moment later; one
+    left ready for `STRANDED_AFTER_SECONDS` lost its run (a crash between start and advance).
+    """
+    stranded = now - dt.timedelta(seconds=STRANDED_AFTER_SECONDS)
+    return [p for p in pointers if p.status != "ready" or p.updated_at <= stranded]
 
 
 @dg.sensor(
     minimum_interval_seconds=poll_interval_seconds(),
     default_status=dg.DefaultSensorStatus.RUNNING,
     asset_selection=[model_candidate, registered_model, deployed_model],
-    description="Polls the GPU service for every customer in POLL_JOB; one batched call a tick.",
+    description="Advances every unfinished training machine: polls GPU jobs in one batched "
+    "call and requests, follows and re-requests each finished job's candidate run.",
 )
 def gpu_job_poller(
     context: dg.SensorEvaluationContext,
     project_db: ProjectDatabase,
     gpu_service: GpuServiceResource,
 ) -> dg.SensorResult:
-    """Advance waiting training machines; request candidates for finished jobs."""
+    """Advance unfinished training machines; request the candidate runs their hand-offs need."""
     started = time.monotonic()
     db_url, gpu = project_db.connection_url(), gpu_service.client()
-    waiting = pointers_in_state(db_url, NAME, "POLL_JOB")
-    if not waiting:
-        return dg.SensorResult(skip_reason="no customer is waiting on a GPU job")
-    jobs = gpu.statuses([str(p.payload[JOB_ID]) for p in waiting])
-    machine, services = training_machine(), training_services(db_url, gpu)
-    requests, still_running = [], []
-    auto = auto_deploy_ready(db_url)  # auto_deploy on and no rollout in progress
-    for pointer in waiting:
-        job = jobs.get(str(pointer.payload[JOB_ID]))
-        if job is not None and job.status is JobStatus.SUCCEEDED:
-            requests.append(
-                candidate_request(pointer.customer, pointer.run_key, pointer.customer in auto)
-            )
-        else:
-            still_running.append(pointer.customer)
-    # Chunks not started inside the budget stay untouched: nobody loses a poll visit.
+    pointers = unfinished_pointers(db_url, NAME)
+    chosen = due(pointers, dt.datetime.now(dt.UTC))
+    if not chosen:
+        return dg.SensorResult(skip_reason="no training machine is waiting")
+    polling = [p for p in chosen if p.state == "POLL_JOB"]
+    jobs: dict[str, Job] = {}
+    if polling:
+        try:
+            jobs = gpu.statuses([str(p.payload[JOB_ID]) for p in polling])
+        except Exception as err:  # the service is down: polls wait, hand-offs still move
+            context.log.error(f"GPU service unreachable, {len(polling)} poll(s) wait: {err}")
+            chosen = [p for p in chosen if p.state != "POLL_JOB"]
+    succeeded = {
+        p.customer for p in polling
+        if (job := jobs.get(str(p.payload[JOB_ID]))) is not None
+        and job.status is JobStatus.SUCCEEDED
+    }
+    # Facts for every run that is or may get into the hand-off this tick: all but the polls
+    # still going (the bulk of a tick), so a repointed or restarted run asks in this tick.
+    handing = [p for p in chosen if p.state != "POLL_JOB" or p.customer in succeeded]
+    facts = handoff_facts(context.instance, db_url, handing)
+    machine = training_machine()
+    services = training_services(db_url, gpu, handoff=FactsByCustomer(facts))
+    # Chunks not started inside the budget stay untouched: nobody loses a visit.
     results = advance_many(
-        db_url, machine, still_running, services, known=jobs,
+        db_url, machine, [p.customer for p in chosen], services, known=jobs,
         deadline=started + TICK_BUDGET_SECONDS,
     )
-    advanced = sum(not r.busy and r.error is None for r in results.values())
-    deferred = len(still_running) - len(results)
+    final = {p.customer: p for p in pointers}
     for customer, result in results.items():
         if result.error is not None:
             context.log.error(f"{customer}: the machine could not advance: {result.error}")
-        elif result.pointer is not None and result.pointer.state == machine.failed:
+            continue
+        if result.pointer is None:
+            continue
+        final[customer] = result.pointer
+        if result.pointer.state == machine.failed and result.steps:
             context.log.warning(
                 f"{customer} run {result.pointer.run_key} FAILED: {result.pointer.reason}"
             )
+    auto = auto_deploy_ready(db_url)  # auto_deploy on and no rollout in progress
+    requests = handoff_requests(
+        final.values(), facts, lambda c, k, a: candidate_request(c, k, a, c in auto)
+    )
+    advanced = sum(not r.busy and r.error is None for r in results.values())
     context.log.info(
-        f"{len(waiting)} waiting, {len(jobs)} statuses in one batch, {len(requests)} finished, "
-        f"{advanced} advanced, {deferred} deferred to the next tick"
+        f"{len(pointers)} unfinished, {len(chosen)} due, {len(jobs)} statuses in one batch, "
+        f"{sum(p.state in HANDOFF_STATES for p in chosen)} in the hand-off, "
+        f"{len(requests)} candidate run(s) requested, "
+        f"{advanced} advanced, {len(chosen) - len(results)} deferred to the next tick"
     )
     return dg.SensorResult(run_requests=requests)

@@ -1,4 +1,4 @@
-"""The registered versions a deployment is about: the challenger, and loading any version.
+"""The registered version a deployment is about: the challenger, with its run key.
 
 The challenger is whatever version alias `challenger` points at when the deployment runs (the
 latest registered candidate); its run key is the version's `run_key` tag.
@@ -8,14 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import lightgbm
-import mlflow.lightgbm
-
 from retrain_assets.registry.mlflow_registry import (
     CHALLENGER,
     RUN_KEY_TAG,
     MlflowRegistry,
-    _process_tracking_uri,
     model_name,
 )
 
@@ -52,10 +48,3 @@ def challenger_of(registry: MlflowRegistry, customer: str) -> RegisteredVersion:
         )
     found = registry.client.get_model_version(model_name(customer), version)
     return RegisteredVersion(customer, version, found.tags.get(RUN_KEY_TAG) or f"v{version}")
-
-
-def load_version(registry: MlflowRegistry, customer: str, version: str) -> lightgbm.Booster:
-    """Return a registered version's LightGBM model, loaded now from the registry."""
-    # load_model has no client argument: point the process-wide URI at ours for the call
-    with _process_tracking_uri(registry.tracking_uri):
-        return mlflow.lightgbm.load_model(f"models:/{model_name(customer)}/{version}")

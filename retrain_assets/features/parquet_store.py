@@ -7,6 +7,7 @@ column instead: one file per asset and day, `<base>/<asset>/<YYYY-MM-DD>.parquet
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 
 import dagster as dg
@@ -15,6 +16,11 @@ from pydantic import Field
 from upath import UPath
 
 from retrain_assets.settings import storage_root
+
+SUFFIX = ".parquet"
+# Metadata on an `AssetIn`: the consuming asset checks which upstream days exist itself (the
+# IO manager then loads the days that exist instead of failing on the first missing one).
+CONSUMER_CHECKS_MISSING_DAYS = "retrain/consumer_checks_missing_days"
 
 
 class MissingPartitionError(FileNotFoundError):
@@ -33,12 +39,33 @@ class ParquetPartitionStore:
         return self.base / asset / f"{partition_key}.parquet"
 
     def write(self, asset: str, partition_key: str, frame: pd.DataFrame) -> UPath:
-        """Write one day (an empty frame too: an empty day is still a materialized day)."""
+        """Write one day (an empty frame too: an empty day is still a materialized day).
+
+        On a local disk the file is written under a temporary name and renamed, so a run
+        reading the day while another run rewrites it (the landing automation and a person's
+        backfill) sees the old file or the new one, never half of one. Object storage
+        replaces an object in one step by itself.
+        """
         target = self.path(asset, partition_key)
         target.parent.mkdir(parents=True, exist_ok=True)
-        with target.open("wb") as handle:
+        local = target.protocol in ("", "file", "local")
+        written = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp") if local else target
+        with written.open("wb") as handle:
             frame.reset_index(drop=True).to_parquet(handle, index=False)
+        if local:
+            written.rename(target)
         return target
+
+    def present_days(self, asset: str) -> list[str]:
+        """Return the days of `asset` that have a file, oldest first (one folder listing)."""
+        folder = self.base / asset
+        if not folder.exists():
+            return []
+        return sorted(
+            path.name.removesuffix(SUFFIX)
+            for path in folder.iterdir()
+            if path.name.endswith(SUFFIX) and not path.name.startswith(".")
+        )
 
     def write_days(
         self, asset: str, partition_keys: Sequence[str], frame: pd.DataFrame
@@ -67,6 +94,11 @@ class ParquetPartitionStore:
                 frames.append(pd.read_parquet(handle))
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
+    def read_present(self, asset: str, partition_keys: Sequence[str]) -> pd.DataFrame:
+        """Read the days that have a file and skip the others (the caller checks which)."""
+        present = set(self.present_days(asset))
+        return self.read(asset, [key for key in partition_keys if key in present])
+
 
 class PartitionStorage(dg.ConfigurableResource):
     """Where daily partitions live: shared by the IO manager and assets that write per day."""
@@ -91,7 +123,13 @@ class DailyParquetIOManager(dg.ConfigurableIOManager):
         self.storage.store().write_days(asset, context.asset_partition_keys, obj)
 
     def load_input(self, context: dg.InputContext) -> pd.DataFrame:
-        """Read every upstream day the partition mapping asks for, as one frame."""
+        """Read every upstream day the partition mapping asks for, as one frame.
+
+        A missing day is an error naming the days to materialize, unless the input's metadata
+        says its asset checks the missing days itself (`CONSUMER_CHECKS_MISSING_DAYS`).
+        """
         asset = context.asset_key.to_user_string()
         keys = context.asset_partition_keys if context.has_asset_partitions else []
+        if (context.definition_metadata or {}).get(CONSUMER_CHECKS_MISSING_DAYS):
+            return self.storage.store().read_present(asset, keys)
         return self.storage.store().read(asset, keys)

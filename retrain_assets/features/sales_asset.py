@@ -12,7 +12,11 @@ from collections.abc import Iterator
 import dagster as dg
 import pandas as pd
 
-from retrain_assets.customers import CUSTOMERS
+from retrain_assets.customers import (
+    CUSTOMERS,
+    refused_partition_message,
+    split_customer_partitions,
+)
 from retrain_assets.features.landing_reader import read_landing_day
 from retrain_assets.features.partitions import DAILY
 from retrain_assets.features.validation import FileOutcome, empty_sales
@@ -20,7 +24,7 @@ from retrain_assets.settings import landing_root
 from retrain_assets.store.landing_outcomes import record_outcomes
 from retrain_assets.store.resource import ProjectDatabase
 
-VALIDATION_VERSION = "sales-v1"
+VALIDATION_VERSION = "sales-v2"  # v2: exact integers, control characters, true lines
 FILES_CHECK = "landing_files_complete"
 
 
@@ -37,23 +41,37 @@ def _day_metadata(outcomes: list[FileOutcome]) -> dict[str, object]:
     }
 
 
-def _check_evaluation(day: str, outcomes: list[FileOutcome]) -> dg.AssetCheckEvaluation:
+def _shown(refused: list[str]) -> list[str]:
+    """Return refused partition keys as shown in metadata: quoted, at most 60 characters."""
+    return [repr(key[:60]) for key in refused]
+
+
+def _check_evaluation(
+    day: str, outcomes: list[FileOutcome], refused: list[str]
+) -> dg.AssetCheckEvaluation:
     failed = [o for o in outcomes if o.failed]
+    description = (
+        f"{len(failed)} of {len(outcomes)} customer file(s) missing or unreadable on {day}"
+        if failed
+        else f"all {len(outcomes)} customer file(s) read on {day}"
+    )
+    if refused:
+        description += (
+            f"; {len(refused)} customers partition(s) skipped, not a safe customer name: "
+            + ", ".join(_shown(refused))
+        )
     return dg.AssetCheckEvaluation(
         asset_key=dg.AssetKey("sales"),
         check_name=FILES_CHECK,
-        passed=not failed,
+        passed=not failed and not refused,
         partition=day,
         blocking=False,
-        description=(
-            f"{len(failed)} of {len(outcomes)} customer file(s) missing or unreadable on {day}"
-            if failed
-            else f"all {len(outcomes)} customer file(s) read on {day}"
-        ),
+        description=description,
         metadata={
             "failed_files": dg.MetadataValue.json(
                 {o.file: o.problems[0].reason for o in failed}
             ),
+            **({"refused_partitions": dg.MetadataValue.json(_shown(refused))} if refused else {}),
         },
     )
 
@@ -78,7 +96,11 @@ def sales(
     context: dg.AssetExecutionContext, project_db: ProjectDatabase
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
     """Typed, validated sales rows of every known customer, one Parquet file per day."""
-    customers = sorted(context.instance.get_dynamic_partitions(CUSTOMERS.name))
+    customers, refused = split_customer_partitions(
+        context.instance.get_dynamic_partitions(CUSTOMERS.name)
+    )
+    for key in refused:  # never a path from an unsafe key: it could leave the landing root
+        context.log.error(refused_partition_message(key))
     db_url, root = project_db.connection_url(), landing_root()
     frames: list[pd.DataFrame] = [empty_sales()]
     evaluations: list[dg.AssetCheckEvaluation] = []
@@ -88,14 +110,17 @@ def sales(
         record_outcomes(db_url, day, outcomes, context.run.run_id)
         frames += [o.accepted for o in outcomes if len(o.accepted)]
         context.add_asset_metadata(_day_metadata(outcomes), partition_key=key)
-        evaluations.append(_check_evaluation(key, outcomes))
+        evaluations.append(_check_evaluation(key, outcomes, refused))
         for outcome in outcomes:
             for problem in outcome.problems:
                 context.log.warning(f"{outcome.file}: {problem.severity}: {problem.reason}")
     frame = pd.concat(frames, ignore_index=True)
     yield dg.Output(
         frame,
-        metadata={"rows": len(frame), "days": len(evaluations), "customers": len(customers)},
+        metadata={
+            "rows": len(frame), "days": len(evaluations), "customers": len(customers),
+            **({"refused_partitions": dg.MetadataValue.json(_shown(refused))} if refused else {}),
+        },
     )
     yield _check_result(context, evaluations)
 

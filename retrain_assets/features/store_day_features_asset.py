@@ -2,7 +2,13 @@
 
 Each day's file is hashed; the hash is that partition's DataVersion and goes into the snapshot
 record the model side reads. In a single-run backfill one Output would give every day the same
-data version, so this asset writes its days itself and logs one materialization per day.
+data version, so this asset writes its days itself and logs one materialization per day. The
+run's snapshot records are published in one transaction, after every day's file is written.
+
+The first days of a history look back past the first sales day: they are computed from the
+days that exist and say so (`partial_history`, `history_days_available`). A day whose sales,
+or part of whose look-back after the first sales day, is missing is not published; the run
+publishes the other days and then fails naming those days.
 """
 
 
@@ -14,14 +20,15 @@ import pandas as pd
 
 from retrain_assets.features import feature_math
 from retrain_assets.features.content_hash import frame_content_hash
-from retrain_assets.features.feature_math import FEATURE_VERSION, LAGS, SERIES
-from retrain_assets.features.parquet_store import PartitionStorage
+from retrain_assets.features.feature_math import FEATURE_VERSION, SERIES
+from retrain_assets.features.lookback import LOOKBACK_DAYS, Lookback, lookback
+from retrain_assets.features.parquet_store import CONSUMER_CHECKS_MISSING_DAYS, PartitionStorage
 from retrain_assets.features.partitions import DAILY
 from retrain_assets.landing import read_manifest_country
 from retrain_assets.settings import landing_root
 from retrain_assets.store.customers import customer_countries
 from retrain_assets.store.resource import ProjectDatabase
-from retrain_assets.store.snapshots import SnapshotRecord, publish_snapshot
+from retrain_assets.store.snapshots import SnapshotRecord, publish_snapshots
 
 ASSET_KEY = dg.AssetKey("store_day_features")
 BACKFILL_TAG = "dagster/backfill"
@@ -34,23 +41,47 @@ def _countries(db_url: str, customers: set[str]) -> dict[str, str | None]:
 
 
 def _materialization(
-    key: str, day_frame: pd.DataFrame, record: SnapshotRecord, snapshot_id: int, path: str
+    record: SnapshotRecord, snapshot_id: int, path: str, history: Lookback
 ) -> dg.AssetMaterialization:
+    rows = sum(record.rows_per_customer.values())
     return dg.AssetMaterialization(
         asset_key=ASSET_KEY,
-        partition=key,
+        partition=record.partition_date.isoformat(),
         metadata={
-            "rows": len(day_frame),
+            "rows": rows,
             "rows_per_customer": dg.MetadataValue.json(record.rows_per_customer),
             "snapshot_id": snapshot_id,
             "path": dg.MetadataValue.path(path),
-            "dagster/row_count": len(day_frame),
+            "history_days_available": history.history_days_available,
+            "partial_history": history.partial_history,
+            "dagster/row_count": rows,
         },
         tags={
             "dagster/data_version": record.data_version,
             "dagster/code_version": FEATURE_VERSION,
             "dagster/data_version_is_user_provided": "true",
         },
+    )
+
+
+def _lookbacks(keys: list[str], storage: PartitionStorage) -> dict[str, Lookback]:
+    """Return each day's look-back, from one listing of the days `sales` has."""
+    sales_days = {dt.date.fromisoformat(k) for k in storage.store().present_days("sales")}
+    first = min(sales_days, default=None)
+    return {key: lookback(dt.date.fromisoformat(key), sales_days, first) for key in keys}
+
+
+def _refusal(blocked: list[Lookback], published: int) -> dg.Failure:
+    listed = "; ".join(f"{b.day}: {b.problem}" for b in blocked[:10])
+    more = f"; and {len(blocked) - 10} more" if len(blocked) > 10 else ""
+    return dg.Failure(
+        description=(
+            f"store_day_features published {published} day(s) and could not compute "
+            f"{len(blocked)}: {listed}{more}; materialize those partitions of sales first"
+        ),
+        metadata={"days_not_computed": dg.MetadataValue.json(
+            {b.day.isoformat(): b.problem for b in blocked}
+        )},
     )
 
 
@@ -62,7 +93,11 @@ def _materialization(
     kinds={"pandas", "parquet"},
     ins={
         "sales": dg.AssetIn(
-            partition_mapping=dg.TimeWindowPartitionMapping(start_offset=-max(LAGS), end_offset=0)
+            partition_mapping=dg.TimeWindowPartitionMapping(
+                start_offset=-LOOKBACK_DAYS, end_offset=0,
+                allow_nonexistent_upstream_partitions=True,
+            ),
+            metadata={CONSUMER_CHECKS_MISSING_DAYS: True},
         )
     },
     output_required=False,
@@ -75,25 +110,38 @@ def store_day_features(
 ) -> Iterator[dg.AssetMaterialization]:
     """Lags 7/14/28, rolling means 7/28, calendar, promotion, price and stock-out flags."""
     db_url, store = project_db.connection_url(), partition_storage.store()
-    days = [dt.date.fromisoformat(k) for k in context.partition_keys]
+    lookbacks = _lookbacks(list(context.partition_keys), partition_storage)
+    blocked = [b for b in lookbacks.values() if b.problem is not None]
+    keys = [key for key, b in lookbacks.items() if b.problem is None]
+    days = [dt.date.fromisoformat(k) for k in keys]
     customers = set(sales["customer"].unique()) if len(sales) else set()
     features = feature_math.store_day_features(sales, days, _countries(db_url, customers))
     by_day = features["date"].dt.strftime("%Y-%m-%d") if len(features) else pd.Series(dtype=str)
     backfill_id = context.run.tags.get(BACKFILL_TAG)
-    for key in context.partition_keys:
+    records, paths = [], []
+    for key in keys:
         day_frame = features[by_day == key].sort_values([*SERIES, "date"])
         day_frame = day_frame.reset_index(drop=True)
-        data_version = frame_content_hash(day_frame)
-        path = store.write("store_day_features", key, day_frame)
+        paths.append(str(store.write("store_day_features", key, day_frame)))
         rows = day_frame.groupby("customer").size() if len(day_frame) else pd.Series(dtype=int)
-        record = SnapshotRecord(
+        records.append(SnapshotRecord(
             partition_date=dt.date.fromisoformat(key),
-            data_version=data_version,
+            data_version=frame_content_hash(day_frame),
             feature_version=FEATURE_VERSION,
             rows_per_customer={str(k): int(v) for k, v in rows.items()},
             from_backfill=backfill_id is not None,
             backfill_id=backfill_id,
             run_id=context.run.run_id,
+        ))
+    snapshot_ids = publish_snapshots(db_url, records)
+    for record, snapshot_id, path in zip(records, snapshot_ids, paths, strict=True):
+        key = record.partition_date.isoformat()
+        yield _materialization(record, snapshot_id, path, lookbacks[key])
+    partial = [k for k in keys if lookbacks[k].partial_history]
+    if partial:
+        context.log.info(
+            f"{len(partial)} day(s) at the start of the sales history computed from fewer "
+            f"than {LOOKBACK_DAYS} earlier days: {partial[0]} .. {partial[-1]}"
         )
-        snapshot_id = publish_snapshot(db_url, record)
-        yield _materialization(key, day_frame, record, snapshot_id, str(path))
+    if blocked:
+        raise _refusal(blocked, len(records))

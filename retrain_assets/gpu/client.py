@@ -1,8 +1,9 @@
 """`HttpGpuService`: the platform's client of the GPU training service's HTTP API.
 
 Calls that are safe to repeat (reads, and submit and cancel, which are idempotent by key and
-by state) are retried a couple of times on connection errors and timeouts, so one dropped
-connection does not fail a sensor tick. Any other failure is a `GpuServiceError` carrying the
+by state) are retried a couple of times on connection errors, timeouts and a 503 (the
+service's database is briefly away), so one dropped connection or a Postgres restart under
+the service does not fail a sensor tick. Any other failure is a `GpuServiceError` carrying the
 status code and the service's answer.
 """
 
@@ -19,6 +20,7 @@ import requests
 from retrain_assets.gpu.protocol import Artifact, ArtifactCorrupt, Job, JobConflict, JobStatus
 
 STATUS_BATCH = 500  # the service's limit of ids per `POST /jobs/status`
+UNAVAILABLE = 503  # the service is up but its database is not: try again shortly
 MODEL_FILE = "model.txt"
 _CHUNK = 1 << 20
 
@@ -150,7 +152,7 @@ class HttpGpuService:
         stream: bool = False,
         **kwargs: Any,
     ) -> requests.Response:
-        """Send one call; retry connection errors and timeouts (every call here is repeatable).
+        """Send one call; retry connection errors, timeouts and 503s (every call is repeatable).
 
         Raises GpuServiceError for a status outside `expect` or when every try failed.
         """
@@ -160,11 +162,14 @@ class HttpGpuService:
                 response = self._session.request(
                     method, url, timeout=self.timeout, stream=stream, **kwargs
                 )
-                break
             except (requests.ConnectionError, requests.Timeout) as error:
                 if attempt == self.retries:
                     raise GpuServiceError(method, path, None, str(error)) from error
-                time.sleep(self.retry_delay * (attempt + 1))
+            else:
+                if response.status_code != UNAVAILABLE or attempt == self.retries:
+                    break
+                response.close()
+            time.sleep(self.retry_delay * (attempt + 1))
         if response.status_code not in expect:
             raise GpuServiceError(method, path, response.status_code, response.text)
         return response

@@ -112,6 +112,17 @@ def customer_pointers(url: str, customer: str | None = None) -> list[Pointer]:
         return [Pointer(*row) for row in cur.fetchall()]
 
 
+def unfinished_pointers(url: str, machine: str) -> list[Pointer]:
+    """Return every pointer of this machine that is not terminal, oldest update first."""
+    with transaction(url) as cur:
+        cur.execute(
+            f"SELECT {_POINTER_COLUMNS} FROM machine_pointers"
+            " WHERE machine = %s AND status <> 'terminal' ORDER BY updated_at, customer",
+            (machine,),
+        )
+        return [Pointer(*row) for row in cur.fetchall()]
+
+
 def latest_notes(url: str, pointers: Sequence[Pointer]) -> dict[tuple[str, str], HistoryRow]:
     """Return the newest history row of each pointer's current run, keyed (machine, customer)."""
     if not pointers:

@@ -1,16 +1,19 @@
-"""The training machine: get exactly one trained candidate per run key out of the GPU service.
+"""The training machine: exactly one trained, gated candidate per run key, from the GPU service.
 
-    INITIAL -> CHECK_LAST_TRAIN -> SUBMIT_JOB -> POLL_JOB (yields) -> DOWNLOAD_SAVE -> DONE
-    JOB_FAILED -> SUBMIT_JOB; CHECK_LAST_TRAIN -> DOWNLOAD_SAVE | POLL_JOB | DONE
+    INITIAL -> CHECK_LAST_TRAIN -> SUBMIT_JOB -> POLL_JOB (yields) -> AWAIT_CANDIDATE (yields)
+            -> DOWNLOAD_SAVE -> AWAIT_GATE (yields) -> DONE
+    JOB_FAILED -> SUBMIT_JOB; CHECK_LAST_TRAIN -> AWAIT_GATE | AWAIT_CANDIDATE | POLL_JOB
 
 The run key is the GPU job's idempotency key, so every resubmission, attach and resume lands
 on the same remote job. A remote success whose download failed costs a download, never a
-retrain: DOWNLOAD_SAVE retries itself, and CHECK_LAST_TRAIN sends a restarted run straight
-back to DOWNLOAD_SAVE.
+retrain: DOWNLOAD_SAVE retries itself, and CHECK_LAST_TRAIN sends a restarted run whose job
+succeeded to AWAIT_CANDIDATE. Every path to a saved candidate goes through AWAIT_GATE, so a
+run is DONE only once its candidate was gated (and registered on a pass); see `handoff`.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +21,15 @@ from typing import Any, Protocol
 
 from retrain_assets.gpu.protocol import Artifact, GpuService, Job, JobStatus
 from retrain_assets.machines import runs, store
+from retrain_assets.machines.handoff import (
+    ATTEMPTS_SPENT,
+    AWAIT_CANDIDATE,
+    AWAIT_GATE,
+    GATE_FAILED,
+    HandoffView,
+    await_candidate,
+    await_gate,
+)
 from retrain_assets.machines.step import Context, Step
 from retrain_assets.machines.table import Machine, State
 
@@ -40,11 +52,18 @@ class CandidateStore(Protocol):
 
 @dataclass(frozen=True)
 class TrainingServices:
-    """What the training transitions talk to; injected so tests and replicas choose them."""
+    """What the training transitions talk to; injected so tests and replicas choose them.
+
+    `handoff` is the sensor's batch of hand-off facts (None inside a Dagster run: the hand-off
+    states then wait for the sensor); `fetching` is True only in the candidate run, the one
+    place that moves AWAIT_CANDIDATE on to the download.
+    """
 
     gpu: GpuService
     candidates: CandidateStore
     download_dir: Callable[[str], Path]
+    handoff: HandoffView | None = None
+    fetching: bool = False
 
 
 Ctx = Context[TrainingServices]
@@ -108,7 +127,12 @@ def download_save(ctx: Ctx) -> Step:
 
 
 def training_machine(
-    *, submit_budget: int = 3, poll_budget: int = 100, download_budget: int = 5
+    *,
+    submit_budget: int = 3,
+    poll_budget: int = 100,
+    download_budget: int = 5,
+    handoff_budget: int = 100,
+    handoff_attempts: int = 3,
 ) -> Machine:
     """Return the training machine with its visit budgets.
 
@@ -116,7 +140,12 @@ def training_machine(
         submit_budget: submissions per run (first one plus retries after failures).
         poll_budget: polls per run; one per sensor tick, so it bounds the wait.
         download_budget: download attempts per run before the run fails.
+        handoff_budget: visits of each hand-off state (one per sensor tick): bounds the wait
+            for the candidate run, its gate and its registration.
+        handoff_attempts: candidate runs requested per run before it ends FAILED.
     """
+    waits_for_candidate = functools.partial(await_candidate, attempts=handoff_attempts)
+    waits_for_gate = functools.partial(await_gate, attempts=handoff_attempts)
     return Machine(
         name=NAME,
         initial="INITIAL",
@@ -126,19 +155,27 @@ def training_machine(
             "CHECK_LAST_TRAIN": State(
                 check_last_train, "SUBMIT_JOB", "SUBMIT_JOB",
                 branches={
-                    "candidate saved": "DONE",
-                    "remote succeeded": "DOWNLOAD_SAVE",
+                    "candidate saved": AWAIT_GATE,
+                    "remote succeeded": AWAIT_CANDIDATE,
                     "remote running": "POLL_JOB",
                 },
             ),
             "SUBMIT_JOB": State(submit_job, "POLL_JOB", "JOB_FAILED", max_visits=submit_budget),
             "POLL_JOB": State(
-                poll_job, "DOWNLOAD_SAVE", "POLL_JOB", may_yield=True, max_visits=poll_budget,
+                poll_job, AWAIT_CANDIDATE, "POLL_JOB", may_yield=True, max_visits=poll_budget,
                 branches={"remote failed": "JOB_FAILED"},
             ),
             "JOB_FAILED": State(job_failed, "SUBMIT_JOB", "FAILED"),
+            AWAIT_CANDIDATE: State(
+                waits_for_candidate, "DOWNLOAD_SAVE", AWAIT_CANDIDATE, may_yield=True,
+                max_visits=handoff_budget, branches={ATTEMPTS_SPENT: "FAILED"},
+            ),
             "DOWNLOAD_SAVE": State(
-                download_save, "DONE", "DOWNLOAD_SAVE", max_visits=download_budget
+                download_save, AWAIT_GATE, "DOWNLOAD_SAVE", max_visits=download_budget
+            ),
+            AWAIT_GATE: State(
+                waits_for_gate, "DONE", AWAIT_GATE, may_yield=True, max_visits=handoff_budget,
+                branches={GATE_FAILED: "DONE", ATTEMPTS_SPENT: "FAILED"},
             ),
         },
     )

@@ -1,10 +1,12 @@
 """`beats_champion`: the blocking evaluation gate on each customer's candidate.
 
-The candidate and the champion in production are both scored now, on the same holdout the
-candidate never trained on; a metric recorded in the past is never used. With no champion
-yet the candidate must beat a seasonal-naive forecast. Every verdict is also a row in
-`gate_results`, because Dagster only blocks downstream assets inside the run that evaluated
-the check, and `registered_model` run on its own must still refuse a candidate that failed.
+The candidate and its reference are both scored now, on the same holdout the candidate never
+trained on; a metric recorded in the past is never used. The reference is the champion, else
+the current challenger, else seasonal naive (`reference.py`), so the registry never takes a
+step back before a first champion. Every verdict is also a row in `gate_results`, because
+Dagster only blocks downstream assets inside the run that evaluated the check, and
+`registered_model` run on its own must still refuse a candidate that failed. A failed re-gate
+of a version that already holds `challenger` takes the alias away, and says so.
 """
 
 import math
@@ -12,14 +14,15 @@ import math
 import dagster as dg
 from pydantic import Field
 
-from retrain_assets.customers import CUSTOMERS
+from retrain_assets.customers import CUSTOMERS, customer_of
 from retrain_assets.models.candidates import CandidateTable
 from retrain_assets.models.export import MODEL_FEATURES, read_holdout
-from retrain_assets.models.gate import Champion, evaluate
+from retrain_assets.models.gate import evaluate
 from retrain_assets.models.gate_results import GateResult, record_gate_result
 from retrain_assets.models.lineage import latest_run_key
 from retrain_assets.models.model_candidate_asset import model_candidate
-from retrain_assets.registry.mlflow_registry import MlflowRegistry, model_name
+from retrain_assets.models.reference import choose_reference
+from retrain_assets.registry.mlflow_registry import CHALLENGER, MlflowRegistry, model_name
 from retrain_assets.registry.resource import MlflowRegistryResource
 from retrain_assets.settings import gate_margin, storage_root
 from retrain_assets.store.resource import ProjectDatabase
@@ -45,8 +48,8 @@ class GateSettings(dg.ConfigurableResource):
     blocking=True,
     partitions_def=CUSTOMERS,
     description=(
-        "The candidate's WAPE on its fresh holdout beats the champion re-scored now on the "
-        "same rows (or seasonal naive when there is no champion) by the margin."
+        "The candidate's WAPE on its fresh holdout beats the champion (else the challenger, "
+        "else seasonal naive) re-scored now on the same rows, by the margin."
     ),
 )
 def beats_champion(
@@ -55,49 +58,76 @@ def beats_champion(
     mlflow_registry: MlflowRegistryResource,
     gate_settings: GateSettings,
 ) -> dg.AssetCheckResult:
-    """Score candidate and champion on the candidate's holdout; record and return the verdict."""
-    customer, db_url = context.partition_key, project_db.connection_url()
+    """Score candidate and reference on the candidate's holdout; record and return the verdict."""
+    customer, db_url = customer_of(context), project_db.connection_url()
     key = latest_run_key(context.instance, model_candidate.key, customer)
     candidate = CandidateTable(db_url, storage_root()).get(key)
     if candidate is None:
         raise LookupError(f"run {key} of {customer} has no stored candidate to evaluate")
     booster = candidate.load_model()
     registry = mlflow_registry.registry()
-    loaded = registry.load_champion(customer)
-    champion = None
-    if loaded is not None:
-        version, champion_model = loaded
-        champion = Champion(
-            f"{model_name(customer)} v{version}",
-            lambda frame: champion_model.predict(frame[MODEL_FEATURES]),
-        )
+    chosen = choose_reference(registry, customer, key)
     margin = gate_settings.resolved_margin()
     outcome = evaluate(
         read_holdout(customer, key),
         lambda frame: booster.predict(frame[MODEL_FEATURES]),
-        champion,
+        chosen.model,
         margin,
     )
     verdict, shown = outcome.verdict, outcome.metadata
+    reason = verdict.reason
+    if not verdict.passed:
+        reason += _withdraw_challenger(context, registry, customer, key, verdict.reason)
+    shown = {
+        **shown,
+        "reason": reason,
+        "champion_version": (
+            f"{model_name(customer)} v{chosen.champion_version}"
+            if chosen.champion_version else "none"
+        ),
+    }
     record_gate_result(
         db_url,
         GateResult(
             run_key=key, customer=customer, passed=verdict.passed,
             candidate_wape=verdict.candidate_wape, reference_wape=verdict.reference_wape,
-            reference=verdict.reference,
-            champion_version=loaded[0] if loaded is not None else None,
+            reference=verdict.reference, champion_version=chosen.champion_version,
             margin=margin, holdout_window=str(shown["holdout_window"]),
-            rows_scored=int(shown["rows_scored"]), reason=verdict.reason,
+            rows_scored=int(shown["rows_scored"]), reason=reason,
             dagster_run_id=context.run.run_id,
+            reference_version=chosen.model.version if chosen.model else None,
         ),
     )
     _log_to_mlflow(registry, customer, key, verdict.passed, shown)
-    context.log.info(f"{customer} candidate {key}: {verdict.reason}")
+    context.log.info(f"{customer} candidate {key}: {reason}")
     return dg.AssetCheckResult(
         passed=verdict.passed,
-        description=verdict.reason,
+        description=reason,
         metadata={"run_key": key, **shown},
     )
+
+
+def _withdraw_challenger(
+    context: dg.AssetCheckExecutionContext,
+    registry: MlflowRegistry,
+    customer: str,
+    key: str,
+    reason: str,
+) -> str:
+    """Take `challenger` from this run key's version after a failed re-gate; say so, or ""."""
+    removed = [
+        version.version
+        for version in registry.versions_of(customer, key)
+        if CHALLENGER in version.aliases
+        and registry.withdraw_alias(customer, CHALLENGER, version.version, reason)
+    ]
+    if not removed:
+        return ""
+    context.log.warning(
+        f"{customer}: alias {CHALLENGER} removed from {model_name(customer)} "
+        f"v{', v'.join(removed)} (run key {key}): the re-gate failed: {reason}"
+    )
+    return f"; alias {CHALLENGER} removed from version {', '.join(removed)}"
 
 
 def _log_to_mlflow(

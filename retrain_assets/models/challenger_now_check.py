@@ -17,7 +17,7 @@ from retrain_assets.customers import CUSTOMERS
 from retrain_assets.deployment.recent_window import recent_window, window_rows
 from retrain_assets.deployment.settings import rollout_settings
 from retrain_assets.deployment.tracking import active_run_id
-from retrain_assets.deployment.versions import challenger_of, load_version
+from retrain_assets.deployment.versions import challenger_of
 from retrain_assets.features.parquet_store import PartitionStorage
 from retrain_assets.models.export import MODEL_FEATURES
 from retrain_assets.models.gate import Champion, evaluate
@@ -62,10 +62,10 @@ def challenger_beats_champion_now(
                           f"{challenger.label} is already the champion: nothing to deploy")
         shown: dict[str, object] = {"reason": verdict.reason}
     else:
-        booster = load_version(registry, customer, challenger.version)
+        booster = registry.load_version(customer, challenger.version)
         champion = None
         if champion_version is not None:
-            champion_model = load_version(registry, customer, champion_version)
+            champion_model = registry.load_version(customer, champion_version)
             champion = Champion(
                 f"{model_name(customer)} v{champion_version}",
                 lambda frame: champion_model.predict(frame[MODEL_FEATURES]),

@@ -1,4 +1,4 @@
-"""The evaluation gate's computation: candidate and champion scored now, on the same holdout.
+"""The evaluation gate's computation: candidate and reference scored now, on the same holdout.
 
 Kept apart from Dagster so the rule is testable on its own; `beats_champion` (the blocking
 asset check) and `registered_model` (which refuses without a recorded pass) both use it.
@@ -20,11 +20,13 @@ Predict = Callable[[pd.DataFrame], np.ndarray]
 
 
 @dataclass(frozen=True)
-class Champion:
-    """The model in production, as something that forecasts now."""
+class ReferenceModel:
+    """The registered model a candidate must beat (see `reference.py`), forecasting now."""
 
-    label: str  # e.g. "demand_forecast.acme v3"
+    label: str  # e.g. "champion demand_forecast.acme v3"
     predict: Predict
+    alias: str = "champion"  # which alias it holds: champion, else challenger
+    version: str | None = None
 
 
 @dataclass(frozen=True)
@@ -41,17 +43,21 @@ def lightgbm_predictor(model_file: str) -> Predict:
     return lambda frame: booster.predict(frame[MODEL_FEATURES])
 
 
+SEASONAL_NAIVE = "seasonal naive (same weekday last week)"
+
+
 def evaluate(
-    holdout: pd.DataFrame, candidate: Predict, champion: Champion | None, margin: float
+    holdout: pd.DataFrame, candidate: Predict, model: ReferenceModel | None, margin: float
 ) -> GateOutcome:
-    """Score both sides on `holdout` and judge; an unscorable candidate fails the gate."""
+    """Score both sides on `holdout` and judge; an unscorable candidate fails the gate.
+
+    `model` is the registered reference (None: seasonal naive, the last resort).
+    """
     actual = holdout[LABEL].to_numpy(dtype=float)
-    if champion is None:
-        reference, reference_forecast = "seasonal naive (same weekday last week)", (
-            seasonal_naive(holdout)
-        )
+    if model is None:
+        reference, reference_forecast = SEASONAL_NAIVE, seasonal_naive(holdout)
     else:
-        reference, reference_forecast = champion.label, champion.predict(holdout)
+        reference, reference_forecast = model.label, model.predict(holdout)
     reference_wape = wape(actual, reference_forecast)
     try:
         candidate_wape = wape(actual, candidate(holdout))
@@ -65,7 +71,7 @@ def evaluate(
         "candidate_wape": verdict.candidate_wape,
         "reference_wape": verdict.reference_wape,
         "reference": reference,
-        "champion_version": champion.label if champion else "none (seasonal naive)",
+        "reference_version": model.version if model and model.version else "none",
         "margin": margin,
         "holdout_window": f"{days.min().date()} .. {days.max().date()}",
         "rows_scored": len(holdout),

@@ -30,6 +30,7 @@ class GateResult:
     rows_scored: int
     reason: str
     dagster_run_id: str | None = None
+    reference_version: str | None = None  # the registered version scored against, if any
     evaluated_at: dt.datetime | None = None
     gate: str = "beats_champion"  # or the deploy-time check, challenger_beats_champion_now
     model_version: str | None = None  # the registered version judged (deploy-time check)
@@ -38,7 +39,7 @@ class GateResult:
 
 _COLUMNS = (
     "run_key, customer, passed, candidate_wape, reference_wape, reference, champion_version,"
-    " margin, holdout_window, rows_scored, reason, dagster_run_id"
+    " margin, holdout_window, rows_scored, reason, dagster_run_id, reference_version"
 )
 _READ = f"{_COLUMNS}, evaluated_at, gate, model_version, id"
 
@@ -53,13 +54,14 @@ def record_gate_result(url: str, result: GateResult) -> int:
     with transaction(url) as cur:
         cur.execute(
             f"INSERT INTO gate_results ({_COLUMNS}, gate, model_version) VALUES"
-            " (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
+            " (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
             (
                 result.run_key, result.customer, result.passed,
                 _finite(result.candidate_wape), _finite(result.reference_wape),
                 result.reference, result.champion_version, result.margin,
                 result.holdout_window, result.rows_scored, result.reason,
-                result.dagster_run_id, result.gate, result.model_version,
+                result.dagster_run_id, result.reference_version, result.gate,
+                result.model_version,
             ),
         )
         return int(cur.fetchone()[0])

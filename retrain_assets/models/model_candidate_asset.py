@@ -1,19 +1,29 @@
 """`model_candidate`: download the finished job's model, verify it, store it under the run key.
 
-Requested by `gpu_job_poller` when the remote job succeeded (run key as Dagster `run_key`).
+Requested by `gpu_job_poller` when the remote job succeeded (`candidate-<run key>-<attempt>`);
+this run is the one place the training machine leaves AWAIT_CANDIDATE for the download, and it
+leaves the machine in AWAIT_GATE for the gate and the registration that follow in the same run.
 A re-run for the same key finds the stored candidate and changes nothing; a failed download is
 retried by downloading again, never by training again. The candidate is also recorded in MLflow:
 one run per run key (tagged with the customer, run key, snapshot and decision), the model with
 its input signature, its training metrics and a forecast-against-actuals plot on the holdout.
 """
 
+import time
+
 import dagster as dg
 from pydantic import Field
 
-from retrain_assets.customers import CUSTOMERS
-from retrain_assets.machines.engine import advance
+from retrain_assets.customers import CUSTOMERS, customer_of
+from retrain_assets.machines.engine import AdvanceResult, advance
+from retrain_assets.machines.handoff import AWAIT_GATE
 from retrain_assets.machines.store import pointer as read_pointer
-from retrain_assets.machines.training import NAME, start_training, training_machine
+from retrain_assets.machines.training import (
+    NAME,
+    TrainingServices,
+    start_training,
+    training_machine,
+)
 from retrain_assets.models.candidates import Candidate, CandidateTable
 from retrain_assets.models.export import MODEL_FEATURES, read_holdout
 from retrain_assets.models.forecast_plot import forecast_plot_png, markdown_image
@@ -24,6 +34,9 @@ from retrain_assets.models.training_job_asset import training_job
 from retrain_assets.registry.resource import MlflowRegistryResource
 from retrain_assets.settings import storage_root
 from retrain_assets.store.resource import ProjectDatabase
+
+LOCK_TRIES = 10  # the sensor holds a pointer's lock for a moment per tick; wait it out
+FETCHED = (AWAIT_GATE, "DONE")  # the candidate is saved: the gate and registration may run
 
 
 class CandidateConfig(dg.Config):
@@ -46,28 +59,28 @@ def model_candidate(
     gpu_service: GpuServiceResource,
     mlflow_registry: MlflowRegistryResource,
 ) -> dg.MaterializeResult:
-    """Finish the training machine (DOWNLOAD_SAVE -> DONE) and describe the candidate."""
-    customer, db_url = context.partition_key, project_db.connection_url()
+    """Download through the training machine (-> AWAIT_GATE) and describe the candidate."""
+    customer, db_url = customer_of(context), project_db.connection_url()
     current = read_pointer(db_url, NAME, customer)
     if current is None:
         raise ValueError(f"{customer} has no training run; materialize training_job first")
     key = config.run_key or current.run_key
     if current.run_key != key:
         raise ValueError(f"{customer}'s training machine runs {current.run_key}, not {key}")
-    machine = training_machine()
-    if current.state == machine.failed:
+    if current.state == training_machine().failed:
         start_training(db_url, customer, key, current.payload.get("spec", {}), retry=True)
-    result = advance(db_url, machine, customer, training_services(db_url, gpu_service.client()))
+    services = training_services(db_url, gpu_service.client(), fetching=True)
+    result = _advance_when_free(db_url, customer, services)
     if result.pointer is None:
         raise RuntimeError(f"{customer}'s training machine is being advanced elsewhere; retry")
-    if result.pointer.state != "DONE":
+    if result.pointer.state not in FETCHED:
         raise RuntimeError(
-            f"run {key} for {customer} is in {result.pointer.state}, not DONE: "
+            f"run {key} for {customer} is in {result.pointer.state}, not {AWAIT_GATE}: "
             f"{result.pointer.reason or result.pointer.last_error or 'the job has not finished'}"
         )
     candidate = CandidateTable(db_url, storage_root()).get(key)
     if candidate is None:
-        raise RuntimeError(f"run {key} reached DONE but no candidate row exists")
+        raise RuntimeError(f"run {key} reached {result.pointer.state} but no candidate row exists")
     recorded = _record_in_mlflow(context, mlflow_registry, candidate)
     return dg.MaterializeResult(
         metadata={
@@ -81,6 +94,17 @@ def model_candidate(
         data_version=dg.DataVersion(key),
         tags={"retrain/run_key": key},
     )
+
+
+def _advance_when_free(db_url: str, customer: str, services: TrainingServices) -> AdvanceResult:
+    """Advance the machine, waiting a little while a sensor tick holds its row lock."""
+    machine = training_machine()
+    for _ in range(LOCK_TRIES - 1):
+        result = advance(db_url, machine, customer, services)
+        if not result.busy:
+            return result
+        time.sleep(1.0)
+    return advance(db_url, machine, customer, services)
 
 
 def _record_in_mlflow(

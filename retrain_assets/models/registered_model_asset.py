@@ -8,7 +8,7 @@ key: registering the same run key again returns the same version.
 
 import dagster as dg
 
-from retrain_assets.customers import CUSTOMERS
+from retrain_assets.customers import CUSTOMERS, customer_of
 from retrain_assets.models.gate_results import latest_gate_result
 from retrain_assets.models.lineage import latest_run_key
 from retrain_assets.models.model_candidate_asset import model_candidate
@@ -34,7 +34,7 @@ def registered_model(
     mlflow_registry: MlflowRegistryResource,
 ) -> dg.MaterializeResult:
     """Register the customer's latest candidate if, and only if, its gate verdict is a pass."""
-    customer = context.partition_key
+    customer = customer_of(context)
     key = latest_run_key(context.instance, model_candidate.key, customer)
     verdict = latest_gate_result(project_db.connection_url(), key)
     if verdict is None:

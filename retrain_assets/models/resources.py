@@ -13,6 +13,7 @@ import dagster as dg
 from pydantic import Field
 
 from retrain_assets.gpu.client import HttpGpuService
+from retrain_assets.machines.handoff import HandoffView
 from retrain_assets.machines.training import TrainingServices
 from retrain_assets.models.candidates import CandidateTable
 from retrain_assets.settings import retrain_home, storage_root
@@ -34,11 +35,22 @@ class GpuServiceResource(dg.ConfigurableResource):
         return HttpGpuService(url, token, timeout=self.timeout_seconds)
 
 
-def training_services(db_url: str, gpu: HttpGpuService) -> TrainingServices:
-    """Return what the training machine's transitions use, for one run or tick."""
+def training_services(
+    db_url: str,
+    gpu: HttpGpuService,
+    *,
+    handoff: HandoffView | None = None,
+    fetching: bool = False,
+) -> TrainingServices:
+    """Return what the training machine's transitions use, for one run or tick.
+
+    `handoff`: the sensor's hand-off facts; `fetching`: True in the candidate run only.
+    """
     downloads = retrain_home() / "downloads"
     return TrainingServices(
         gpu=gpu,
         candidates=CandidateTable(db_url, storage_root()),
         download_dir=lambda run_key: Path(downloads) / run_key,
+        handoff=handoff,
+        fetching=fetching,
     )

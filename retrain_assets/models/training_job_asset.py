@@ -10,7 +10,7 @@ import datetime as dt
 import dagster as dg
 from pydantic import Field
 
-from retrain_assets.customers import CUSTOMERS
+from retrain_assets.customers import CUSTOMERS, customer_of
 from retrain_assets.features.feature_math import FEATURE_VERSION
 from retrain_assets.features.parquet_store import PartitionStorage
 from retrain_assets.machines.engine import advance
@@ -94,7 +94,7 @@ def training_job(
     gpu_service: GpuServiceResource,
 ) -> dg.MaterializeResult:
     """Run the training machine up to POLL_JOB for this customer and snapshot."""
-    customer, db_url = context.partition_key, project_db.connection_url()
+    customer, db_url = customer_of(context), project_db.connection_url()
     decision = None
     if config.decision_id is not None:
         requested = (config.first_day, config.last_day, config.data_versions)

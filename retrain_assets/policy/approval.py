@@ -7,7 +7,7 @@ records a `drift` decision on the current snapshot choice and resolves the alert
 
 import dagster as dg
 
-from retrain_assets.customers import CUSTOMERS
+from retrain_assets.customers import CUSTOMERS, customer_of
 from retrain_assets.policy.alerts import pending_alerts
 from retrain_assets.policy.busy import busy_customers
 from retrain_assets.policy.decisions import Decision, DecisionRefused, record_decision
@@ -55,7 +55,7 @@ def approve_drift(context: dg.OpExecutionContext, project_db: ProjectDatabase) -
     """Approve the partition's customer: one drift decision, which the sensor then launches."""
     who = context.run.tags.get(USER_TAG) or APPROVED_BY
     decision = approve(
-        project_db.connection_url(), context.instance, context.partition_key, who,
+        project_db.connection_url(), context.instance, customer_of(context), who,
         context.run.run_id,
     )
     context.log.info(

@@ -1,11 +1,14 @@
 """Which customers are busy training: no new decision for them until they are done.
 
 Busy means a training machine that has not reached a terminal state (a job submitted, being
-polled or downloaded), or a `training_job` run for the customer that has not finished (queued
-or running, launched by the policy or by a person).
+polled or downloaded, or a candidate waiting for its run, gate and registration), or a
+`training_job` run for the customer that has not finished (queued or running, launched by the
+policy or by a person). A machine that ended DONE or FAILED leaves the customer free.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import dagster as dg
 
@@ -34,10 +37,17 @@ def machines_in_progress(url: str) -> dict[str, str]:
         return dict(cur.fetchall())
 
 
-def training_runs_in_progress(instance: dg.DagsterInstance) -> dict[str, str]:
+def unfinished_runs(instance: dg.DagsterInstance) -> list[dg.DagsterRun]:
+    """Return every run that is queued or in progress (one query; a tick shares it)."""
+    return list(instance.get_runs(filters=dg.RunsFilter(statuses=UNFINISHED)))
+
+
+def training_runs_in_progress(
+    instance: dg.DagsterInstance, runs: Sequence[dg.DagsterRun] | None = None
+) -> dict[str, str]:
     """Return customer -> run id for every unfinished run that materializes `training_job`."""
     busy: dict[str, str] = {}
-    for run in instance.get_runs(filters=dg.RunsFilter(statuses=UNFINISHED)):
+    for run in unfinished_runs(instance) if runs is None else runs:
         selection = {key.to_user_string() for key in run.asset_selection or ()}
         customer = run.tags.get(PARTITION_TAG)
         if TRAINING_JOB_ASSET in selection and customer:
@@ -45,12 +55,17 @@ def training_runs_in_progress(instance: dg.DagsterInstance) -> dict[str, str]:
     return busy
 
 
-def busy_customers(url: str, instance: dg.DagsterInstance) -> dict[str, str]:
-    """Return customer -> why it is busy, for every customer that must not get a decision."""
+def busy_customers(
+    url: str, instance: dg.DagsterInstance, runs: Sequence[dg.DagsterRun] | None = None
+) -> dict[str, str]:
+    """Return customer -> why it is busy, for every customer that must not get a decision.
+
+    `runs`: the unfinished runs when the caller already read them (`unfinished_runs`).
+    """
     reasons = {
         customer: f"training machine in {state}"
         for customer, state in machines_in_progress(url).items()
     }
-    for customer, run_id in training_runs_in_progress(instance).items():
+    for customer, run_id in training_runs_in_progress(instance, runs).items():
         reasons.setdefault(customer, f"training_job run {run_id} not finished")
     return reasons

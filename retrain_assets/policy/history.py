@@ -3,7 +3,10 @@
 Everything here reads the latest record of each day (`latest_snapshots`). New data is counted
 per day after the last decision's window, so a republished day (a backfill, a late fix) is
 never new: an old day is inside the window already, and a new day counts once however often
-it is republished.
+it is republished. A day dated up to the window's end is history even when it is published
+for the first time after the decision (earlier history backfilled, a gap filled). That a
+window ends where the history does is the sensor's part: it decides only on settled data
+(`settled.py`), never half-way through a backfill.
 """
 
 from __future__ import annotations

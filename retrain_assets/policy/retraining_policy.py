@@ -2,7 +2,8 @@
 
 Each tick reads the published snapshots, every customer's last decision, its settings and
 whether it is busy; it records a decision (with its reason and snapshot) or a drift alert, or
-says why it skipped, and requests `training_job` for every decision not yet launched.
+says why it skipped, and requests `training_job` for every decision not yet launched. While a
+run or backfill is publishing feature days, nobody gets a decision (settled data only).
 """
 
 import bisect
@@ -12,11 +13,15 @@ import time
 
 import dagster as dg
 
-from retrain_assets.customers import CUSTOMERS
+from retrain_assets.customers import (
+    CUSTOMERS,
+    refused_partition_message,
+    split_customer_partitions,
+)
 from retrain_assets.features.parquet_store import PartitionStorage
 from retrain_assets.models.training_job_asset import training_job
 from retrain_assets.policy.alerts import pending_alerts, raise_alert
-from retrain_assets.policy.busy import busy_customers
+from retrain_assets.policy.busy import busy_customers, unfinished_runs
 from retrain_assets.policy.decisions import (
     Decision,
     DecisionRefused,
@@ -29,6 +34,7 @@ from retrain_assets.policy.drift import Baselines, DayFrames, DriftMeasure, meas
 from retrain_assets.policy.evaluate import Outcome, evaluate
 from retrain_assets.policy.history import Published, choose_window
 from retrain_assets.policy.settings import DEFAULTS, all_settings
+from retrain_assets.policy.settled import publishing_work
 from retrain_assets.store.resource import ProjectDatabase
 from retrain_assets.store.snapshots import latest_snapshots
 
@@ -70,11 +76,21 @@ def retraining_policy(
     url, instance = project_db.connection_url(), context.instance
     requests = requests_for_open(url, instance, open_decisions(url))
     published = latest_snapshots(url)
-    customers = sorted(instance.get_dynamic_partitions(CUSTOMERS.name))
+    customers, refused = split_customer_partitions(instance.get_dynamic_partitions(CUSTOMERS.name))
+    for key in refused:  # added by hand in the UI: never decided for, never trained
+        context.log.error(refused_partition_message(key))
     if not published or not customers:
         what = "feature snapshot is published" if not published else "customer is known"
-        return dg.SensorResult(run_requests=requests, skip_reason=f"no {what} yet")
-    busy = busy_customers(url, instance)
+        return _result(context, requests, f"no {what} yet", context.cursor)
+    runs = unfinished_runs(instance)
+    publishing = publishing_work(instance, runs)
+    if publishing:
+        reason = (
+            "no decision while feature days are being published (decisions wait for settled "
+            f"data): {'; '.join(publishing)}"
+        )
+        return _result(context, requests, reason, context.cursor)
+    busy = busy_customers(url, instance, runs)
     for request in requests:
         decision_id = request.tags[DECISION_TAG]
         busy.setdefault(str(request.partition_key), f"decision {decision_id} waiting for its run")
@@ -117,11 +133,25 @@ def retraining_policy(
             f"customers {start + 1}-{start + len(shown_here)} of {len(reasons)}: "
             + "; ".join(shown_here)
         )
-    if requests:
-        return dg.SensorResult(run_requests=requests, cursor=cursor)
     shown = reasons[:SHOWN_REASONS]
     more = len(reasons) - len(shown)
     skip_reason = "; ".join(shown) + (f"; ... and {more} more (see the tick log)" if more else "")
+    return _result(context, requests, skip_reason, cursor)
+
+
+def _result(
+    context: dg.SensorEvaluationContext,
+    requests: list[dg.RunRequest],
+    skip_reason: str,
+    cursor: str | None,
+) -> dg.SensorResult:
+    """Return the tick's result: its requests, else the skip reason (Dagster takes one of them).
+
+    A SensorResult with both raises, so with requests the reason goes to the tick's log.
+    """
+    if requests:
+        context.log.info(f"{len(requests)} training request(s); otherwise: {skip_reason}")
+        return dg.SensorResult(run_requests=requests, cursor=cursor)
     return dg.SensorResult(skip_reason=skip_reason, cursor=cursor)
 
 

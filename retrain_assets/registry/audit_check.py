@@ -6,7 +6,7 @@ more than one MLflow candidate run or more than one registered version.
 
 import dagster as dg
 
-from retrain_assets.customers import CUSTOMERS
+from retrain_assets.customers import CUSTOMERS, customer_of
 from retrain_assets.models.registered_model_asset import registered_model
 from retrain_assets.registry.mlflow_registry import experiment_name, model_name
 from retrain_assets.registry.resource import MlflowRegistryResource
@@ -22,7 +22,7 @@ def one_version_per_run_key(
     context: dg.AssetCheckExecutionContext, mlflow_registry: MlflowRegistryResource
 ) -> dg.AssetCheckResult:
     """Audit this customer's experiment and registered model."""
-    customer = context.partition_key
+    customer = customer_of(context)
     problems = mlflow_registry.registry().audit(customer)
     return dg.AssetCheckResult(
         passed=not problems,

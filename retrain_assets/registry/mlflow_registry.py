@@ -34,6 +34,8 @@ from mlflow.models import infer_signature
 from mlflow.tracking import MlflowClient
 from mlflow.tracking._tracking_service.utils import _use_tracking_uri
 
+from retrain_assets.customer_names import validate_customer_name
+
 EXPERIMENT_PREFIX = "demand_forecast/"
 MODEL_PREFIX = "demand_forecast."
 RUN_KEY_TAG = "run_key"
@@ -45,6 +47,7 @@ CHAMPION = "champion"
 CANARY = "canary"
 PREVIOUS = "previous"
 DECISION_TAG = "deployment_decision"  # on a version promoted to champion: the decision's id
+WITHDRAWN_TAG = "alias_withdrawn"  # version tag: which alias a failed re-gate took, and why
 _PAGE = 1000
 _T = TypeVar("_T")
 
@@ -70,13 +73,17 @@ class Problem:
 
 
 def experiment_name(customer: str) -> str:
-    """Return the MLflow experiment of a customer's candidate runs."""
-    return f"{EXPERIMENT_PREFIX}{customer}"
+    """Return the MLflow experiment of a customer's candidate runs.
+
+    Raises InvalidCustomerName for an unsafe name: a `%` or `_` would widen the registry's
+    LIKE searches to other customers, a `/` would nest experiments.
+    """
+    return f"{EXPERIMENT_PREFIX}{validate_customer_name(customer)}"
 
 
 def model_name(customer: str) -> str:
-    """Return the registered model of a customer's candidates."""
-    return f"{MODEL_PREFIX}{customer}"
+    """Return the registered model of a customer's candidates (InvalidCustomerName if unsafe)."""
+    return f"{MODEL_PREFIX}{validate_customer_name(customer)}"
 
 
 def _quoted(value: str) -> str:
@@ -387,6 +394,39 @@ class MlflowRegistry:
         # load_model has no client argument: point the process-wide URI at ours for the call
         with _process_tracking_uri(self.tracking_uri):
             return version, mlflow.lightgbm.load_model(uri)
+
+    def aliased_version(
+        self, customer: str, alias: str
+    ) -> mlflow.entities.model_registry.ModelVersion | None:
+        """Return the version holding `alias` (with its tags), None without a model or alias."""
+        name = model_name(customer)
+        try:
+            model = self.client.get_registered_model(name)
+        except MlflowException as err:
+            if err.error_code == "RESOURCE_DOES_NOT_EXIST":
+                return None
+            raise
+        version = model.aliases.get(alias)
+        return None if version is None else self.client.get_model_version(name, str(version))
+
+    def load_version(self, customer: str, version: str) -> lightgbm.Booster:
+        """Return the model of one registered version, loaded now (a URI pinned to the number)."""
+        with _process_tracking_uri(self.tracking_uri):
+            return mlflow.lightgbm.load_model(f"models:/{model_name(customer)}/{version}")
+
+    def withdraw_alias(self, customer: str, alias: str, version: str, reason: str) -> bool:
+        """Remove `alias` if it still points at `version`; tag the version with the reason.
+
+        Returns True when this call removed it. The tag `alias_withdrawn` (`<alias>: <reason>`)
+        stays on the version, so the registry itself says why it lost the alias.
+        """
+        current = self.aliased_version(customer, alias)
+        if current is None or str(current.version) != str(version):
+            return False
+        name = model_name(customer)
+        self.client.set_model_version_tag(name, str(version), WITHDRAWN_TAG, f"{alias}: {reason}")
+        self.client.delete_registered_model_alias(name, alias)
+        return True
 
     # -- audit --------------------------------------------------------------------------------
 

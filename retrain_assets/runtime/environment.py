@@ -24,6 +24,7 @@ from retrain_assets.settings import (
     gpu_token,
     mlflow_tracking_uri,
     retrain_home,
+    serve_port,
 )
 from retrain_assets.store.server import PostgresServer
 
@@ -103,13 +104,23 @@ def children_gpu_token() -> str:
     return secrets.token_urlsafe(32)
 
 
+def children_serve_token() -> str:
+    """Return the bearer token of the prediction service `up` starts, shared by its children.
+
+    `$RETRAIN_SERVE_TOKEN` when set, otherwise a fresh random token, so the service never runs
+    with the well-known dev token under `up`.
+    """
+    return os.environ.get("RETRAIN_SERVE_TOKEN") or secrets.token_urlsafe(32)
+
+
 def child_environment(
     server: PostgresServer, folders: DagsterFolders, base: Mapping[str, str] | None = None
 ) -> dict[str, str]:
     """Return the environment of every child: `base` (default: ours) plus the platform's.
 
-    The GPU token may be random (`children_gpu_token()`): call this once per `up` and give
-    every child the same result, so the GPU service and its clients agree.
+    The GPU and prediction service tokens may be random (`children_gpu_token()`,
+    `children_serve_token()`): call this once per `up` and give every child the same result,
+    so each service and its clients agree.
     """
     env = dict(os.environ if base is None else base)
     # Only `mlflow server` reads it: without it the server forks a job runner and seven huey
@@ -127,6 +138,8 @@ def child_environment(
             "RETRAIN_GPU_URL": gpu_service_url(),
             "RETRAIN_GPU_TOKEN": children_gpu_token(),
             "MLFLOW_TRACKING_URI": mlflow_tracking_uri(),
+            "RETRAIN_SERVE_URL": f"http://127.0.0.1:{serve_port()}",
+            "RETRAIN_SERVE_TOKEN": children_serve_token(),
             "PYTHONUNBUFFERED": "1",  # their log files show each line as it happens
         }
     )

@@ -2,7 +2,8 @@
 
 The order matters: ports are checked before anything starts, the databases exist before a
 process connects to them, the demo tenants have landed before the sensors first look, and the
-GPU service and the MLflow tracking server start before the Dagster processes that call them.
+GPU service, the MLflow tracking server and the prediction service (which loads its models from
+MLflow) start before the Dagster processes that call them.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from retrain_assets.settings import (
     mlflow_port,
     mlflow_tracking_uri,
     retrain_home,
+    serve_port,
     webserver_port,
 )
 from retrain_assets.store.migrations import migrate
@@ -56,6 +58,7 @@ def needed_ports() -> list[PortNeed]:
         needs.append(PortNeed("gpu-service", gpu_service_port(), "RETRAIN_GPU_PORT"))
     if remote_mlflow_uri() is None:
         needs.append(PortNeed("mlflow", mlflow_port(), "RETRAIN_MLFLOW_PORT"))
+    needs.append(PortNeed("prediction-service", serve_port(), "RETRAIN_SERVE_PORT"))
     return needs
 
 
@@ -89,12 +92,27 @@ def mlflow_child(bin_dir: Path, backend_store_uri: str) -> ChildSpec:
     return ChildSpec(name="mlflow", argv=tuple(argv), ready_url=f"http://{LOOPBACK}:{port}/health")
 
 
+def prediction_service_child(bin_dir: Path) -> ChildSpec:
+    """Return the prediction service (`retrain-assets serve`), on loopback at RETRAIN_SERVE_PORT.
+
+    Ready once it has read `serving_routes` and Postgres answers (its /v2/health/ready).
+    """
+    port = str(serve_port())
+    argv = (str(bin_dir / "retrain-assets"), "serve", "--host", LOOPBACK, "--port", port)
+    return ChildSpec(
+        name="prediction-service",
+        argv=argv,
+        ready_url=f"http://{LOOPBACK}:{port}/v2/health/ready",
+    )
+
+
 def platform_children(workspace: Path, mlflow_backend_uri: str) -> list[ChildSpec]:
     """Return the processes `up` runs, in start order; a new process adds its spec here.
 
     The GPU service comes first, unless RETRAIN_GPU_URL names one elsewhere: the daemon's
     sensors call it. The MLflow server (backed by `mlflow_backend_uri`) comes next, unless
-    MLFLOW_TRACKING_URI names one elsewhere: the model assets call it. The executables are
+    MLFLOW_TRACKING_URI names one elsewhere: the model assets call it. The prediction service
+    follows (it loads models from MLflow), before the Dagster processes. The executables are
     the ones installed next to this interpreter, so the children run in the same environment
     as `up` whatever PATH says.
     """
@@ -106,6 +124,7 @@ def platform_children(workspace: Path, mlflow_backend_uri: str) -> list[ChildSpe
     return [
         *gpu,
         *mlflow,
+        prediction_service_child(bin_dir),
         ChildSpec(
             name="dagster-webserver",
             argv=(str(bin_dir / "dagster-webserver"), "-h", LOOPBACK, "-p", port, *workspace_arg),
@@ -178,6 +197,7 @@ def _print_ready(server: PostgresServer) -> None:
         f"  Postgres      {redact_url(server.url)}\n"
         f"  GPU service   {_gpu_service_line()}\n"
         f"  MLflow        {_mlflow_line()}\n"
+        f"  Predictions   http://{LOOPBACK}:{serve_port()}\n"
         f"  RETRAIN_HOME  {home}\n"
         f"  logs          {home / 'logs'}/<process>.log\n"
         "Ctrl-C stops everything.\n",

@@ -14,13 +14,34 @@ from psycopg2.extras import Json, execute_values
 from retrain_assets.features.validation import FileOutcome
 from retrain_assets.store.database import transaction
 
+ESCAPED_KEY = "unicode_escaped"
+
+
+def _escaped(text: str) -> str:
+    return text.encode("unicode_escape").decode("ascii")
+
+
+def storable_raw(raw: dict[str, str]) -> dict[str, object]:
+    """Return a quarantined row's fields in a form a jsonb column can hold, losing nothing.
+
+    jsonb cannot hold the NUL character, which is itself a reason to quarantine a row. A row
+    with a NUL in any name or value is stored as `{"unicode_escaped": {name: value}}`, every
+    name and value in Python's `unicode_escape` form (read back with
+    `.encode("ascii").decode("unicode_escape")`); the values of other rows are always text, so
+    the two shapes cannot be confused. Other rows are stored as they are.
+    """
+    if any("\x00" in name or "\x00" in value for name, value in raw.items()):
+        return {ESCAPED_KEY: {_escaped(name): _escaped(value) for name, value in raw.items()}}
+    return raw
+
 
 def record_outcomes(url: str, day: dt.date, outcomes: Iterable[FileOutcome], run_id: str) -> None:
     """Append the quarantined rows and file problems of one day's files."""
     rows, problems = [], []
     for outcome in outcomes:
         rows += [
-            (day, outcome.customer, outcome.file, q.line, q.reason, Json(q.raw), run_id)
+            (day, outcome.customer, outcome.file, q.line, q.reason, Json(storable_raw(q.raw)),
+             run_id)
             for q in outcome.quarantined
         ]
         problems += [

@@ -176,9 +176,8 @@ MIGRATIONS: list[str] = [
     );
     """,
     # 6: deployment: who may serve what (routes), what was served (prediction log), the
-    # explicit deployment decisions, their rollouts (with a hand abort request), each step's
-    # analysis (mirrored to the decision's MLflow run), and every move of the `champion`
-    # alias (the audit matches moves to decisions one to one).
+    # explicit deployment decisions, their rollouts, each step's analysis, and every move of
+    # the `champion` alias (the audit matches moves to decisions one to one).
     """
     CREATE TABLE serving_routes (
         customer            text PRIMARY KEY,
@@ -227,7 +226,6 @@ MIGRATIONS: list[str] = [
         gate_result_id      bigint NOT NULL REFERENCES gate_results (id),
         previous_champion   text,
         dagster_run_id      text,
-        mlflow_run_id       text,
         decided_at          timestamptz NOT NULL DEFAULT clock_timestamp()
     );
     CREATE INDEX deployment_decisions_customer ON deployment_decisions (customer, id DESC);
@@ -239,10 +237,7 @@ MIGRATIONS: list[str] = [
         outcome         text CHECK (outcome IN ('promoted', 'rolled_back', 'failed')),
         reason          text,
         started_at      timestamptz NOT NULL DEFAULT clock_timestamp(),
-        finished_at     timestamptz,
-        abort_reason    text,
-        abort_by        text,
-        abort_requested_at timestamptz
+        finished_at     timestamptz
     );
     CREATE UNIQUE INDEX rollouts_one_active ON rollouts (customer) WHERE outcome IS NULL;
     CREATE TABLE rollout_analyses (
@@ -257,10 +252,8 @@ MIGRATIONS: list[str] = [
         champion_wape       double precision,
         passed              boolean NOT NULL,
         reason              text NOT NULL,
-        analysed_at         timestamptz NOT NULL DEFAULT clock_timestamp(),
-        mlflow_logged_at    timestamptz
+        analysed_at         timestamptz NOT NULL DEFAULT clock_timestamp()
     );
-    CREATE INDEX rollout_analyses_unlogged ON rollout_analyses (id) WHERE mlflow_logged_at IS NULL;
     CREATE INDEX rollout_analyses_rollout ON rollout_analyses (rollout_id, id);
     CREATE TABLE champion_moves (
         id              bigserial PRIMARY KEY,
@@ -273,6 +266,22 @@ MIGRATIONS: list[str] = [
     );
     ALTER TABLE gate_results ADD COLUMN gate text NOT NULL DEFAULT 'beats_champion';
     ALTER TABLE gate_results ADD COLUMN model_version text;
+    """,
+    # 7: the gate's reference is the champion, else the challenger, else seasonal naive: the
+    # registered version it was scored against (NULL: seasonal naive).
+    """
+    ALTER TABLE gate_results ADD COLUMN reference_version text;
+    """,
+    # 8: the rollout's hand abort request, the MLflow run of each deployment decision (and
+    # which analyses are mirrored into it), and the deploy-time verdicts looked up by version.
+    """
+    ALTER TABLE rollouts ADD COLUMN abort_reason text;
+    ALTER TABLE rollouts ADD COLUMN abort_by text;
+    ALTER TABLE rollouts ADD COLUMN abort_requested_at timestamptz;
+    ALTER TABLE deployment_decisions ADD COLUMN mlflow_run_id text;
+    ALTER TABLE rollout_analyses ADD COLUMN mlflow_logged_at timestamptz;
+    CREATE INDEX rollout_analyses_unlogged ON rollout_analyses (id)
+        WHERE mlflow_logged_at IS NULL;
     CREATE INDEX gate_results_version ON gate_results (customer, model_version, gate, id DESC);
     """,
 ]

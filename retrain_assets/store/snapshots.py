@@ -7,6 +7,7 @@ row with `from_backfill` set, so the retraining policy can tell new data from re
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from psycopg2.extras import Json
@@ -27,22 +28,37 @@ class SnapshotRecord:
     run_id: str
 
 
+_INSERT = """
+    INSERT INTO feature_snapshots (partition_date, data_version, feature_version,
+        rows_per_customer, from_backfill, backfill_id, run_id)
+    VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING id
+"""
+
+
+def _values(record: SnapshotRecord) -> tuple:
+    return (
+        record.partition_date, record.data_version, record.feature_version,
+        Json(record.rows_per_customer), record.from_backfill, record.backfill_id, record.run_id,
+    )
+
+
 def publish_snapshot(url: str, record: SnapshotRecord) -> int:
     """Append a snapshot record and return its id."""
+    return publish_snapshots(url, [record])[0]
+
+
+def publish_snapshots(url: str, records: Sequence[SnapshotRecord]) -> list[int]:
+    """Append the records of one run in one transaction; return their ids in order.
+
+    A reader (the retraining policy) sees all of a run's days or none of them, never the
+    first 77 of 120 while the run is still writing.
+    """
+    ids: list[int] = []
     with transaction(url) as cur:
-        cur.execute(
-            """
-            INSERT INTO feature_snapshots (partition_date, data_version, feature_version,
-                rows_per_customer, from_backfill, backfill_id, run_id)
-            VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING id
-            """,
-            (
-                record.partition_date, record.data_version, record.feature_version,
-                Json(record.rows_per_customer), record.from_backfill, record.backfill_id,
-                record.run_id,
-            ),
-        )
-        return int(cur.fetchone()[0])
+        for record in records:
+            cur.execute(_INSERT, _values(record))
+            ids.append(int(cur.fetchone()[0]))
+    return ids
 
 
 def latest_snapshots(url: str) -> dict[dt.date, SnapshotRecord]:

@@ -18,7 +18,6 @@ import lightgbm
 import numpy as np
 import pandas as pd
 
-from retrain_assets.deployment.versions import load_version
 from retrain_assets.features.parquet_store import ParquetPartitionStore
 from retrain_assets.models.export import LABEL, MODEL_FEATURES
 from retrain_assets.registry.mlflow_registry import MlflowRegistry
@@ -76,7 +75,7 @@ def register_version(
 
 def forecaster(platform: RunningPlatform, customer: str, version: str):
     """Return the registered version's model, loaded from the platform's MLflow."""
-    return load_version(MlflowRegistry(platform.mlflow_url()), customer, version)
+    return MlflowRegistry(platform.mlflow_url()).load_version(customer, version)
 
 
 def launch(

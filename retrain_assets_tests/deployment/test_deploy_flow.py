@@ -14,7 +14,6 @@ from retrain_assets.deployment.advancing import advance_rollouts
 from retrain_assets.deployment.mirror import mirror_analyses
 from retrain_assets.deployment.routes import read_routes
 from retrain_assets.deployment.tracking import deployment_experiment
-from retrain_assets.deployment.versions import load_version
 from retrain_assets.features.parquet_store import ParquetPartitionStore
 from retrain_assets.models.challenger_now_check import CHECK_NAME
 from retrain_assets.models.export import MODEL_FEATURES
@@ -44,7 +43,7 @@ def served_by(world, versions: list[str], first: int = 30, last: int = 59):
     registry = world.registry()
     models = {}
     for version in versions:
-        predictions = load_version(registry, world.customer, version).predict(
+        predictions = registry.load_version(world.customer, version).predict(
             frame[MODEL_FEATURES]
         )
         table = dict(zip(keys, predictions, strict=True))

@@ -144,3 +144,17 @@ def test_download_keeps_verified_bytes_and_refuses_tampered_ones(
     assert sha in str(corrupt.value)
     assert hashlib.sha256(model + b"x").hexdigest() in str(corrupt.value)
     assert list((tmp_path / "bad").iterdir()) == []
+
+
+def test_a_503_is_retried_then_reported(stub: tuple[Stub, str]) -> None:
+    state, url = stub
+    answers = iter([(503, {"detail": "database unavailable; retry later"}),
+                    (200, job_json("a", "running"))])
+    state.routes["GET /jobs/a"] = lambda body: next(answers)
+    assert HttpGpuService(url, "t", retry_delay=0.01).get("a").status == JobStatus.RUNNING
+    assert len(state.requests) == 2
+    state.routes["GET /jobs/a"] = lambda body: (503, {"detail": "database unavailable"})
+    with pytest.raises(GpuServiceError, match="database unavailable") as error:
+        HttpGpuService(url, "t", retry_delay=0.01).get("a")
+    assert error.value.status == 503
+    assert len(state.requests) == 2 + 3

@@ -16,7 +16,7 @@ def test_every_table_edge_appears_in_the_diagram():
     lines = mermaid(machine).splitlines()
     assert lines[0] == "stateDiagram-v2"
     edges = list(table_edges(machine))
-    assert len(edges) == 16
+    assert len(edges) == 23
     for source, target, label in edges:
         prefix = f"    {source} --> {target} : {label}"
         assert any(line == prefix or line.startswith(prefix + " (") for line in lines), prefix
@@ -32,5 +32,22 @@ def test_diagram_shows_yields_budgets_start_and_ends():
     assert "    POLL_JOB --> FAILED : over budget (42)" in text
     assert "    POLL_JOB --> POLL_JOB : yield (waits for the next advance)" in text
     assert "    POLL_JOB --> POLL_JOB : failed (waits for the next advance)" in text
-    assert "    class POLL_JOB yields" in text
+    assert "    class POLL_JOB,AWAIT_CANDIDATE,AWAIT_GATE yields" in text
     assert "    JOB_FAILED : " not in text  # unbudgeted, never yields: no annotation
+
+
+def test_the_hand_off_is_drawn_from_the_table():
+    text = mermaid(training_machine(handoff_budget=7))
+    assert "    POLL_JOB --> AWAIT_CANDIDATE : ok" in text
+    assert "    AWAIT_CANDIDATE : AWAIT_CANDIDATE (yields, max 7 visits)" in text
+    assert "    AWAIT_GATE : AWAIT_GATE (yields, max 7 visits)" in text
+    assert "    DOWNLOAD_SAVE --> AWAIT_GATE : ok" in text
+    assert "    AWAIT_GATE --> DONE : gate failed" in text
+    assert "    AWAIT_GATE --> FAILED : attempts spent" in text
+    assert "    CHECK_LAST_TRAIN --> AWAIT_GATE : candidate saved" in text
+    assert "    CHECK_LAST_TRAIN --> AWAIT_CANDIDATE : remote succeeded" in text
+    assert "    class POLL_JOB,AWAIT_CANDIDATE,AWAIT_GATE yields" in text
+    # every way into DONE passes the gate
+    assert [line for line in text.splitlines() if "--> DONE" in line] == [
+        "    AWAIT_GATE --> DONE : ok", "    AWAIT_GATE --> DONE : gate failed",
+    ]

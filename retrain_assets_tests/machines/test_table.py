@@ -18,7 +18,10 @@ def test_training_machine_has_the_documented_budgets():
     assert states["POLL_JOB"].max_visits == 100
     assert states["POLL_JOB"].may_yield
     assert states["DOWNLOAD_SAVE"].max_visits == 5
-    assert [n for n, s in states.items() if s.may_yield] == ["POLL_JOB"]
+    assert states["AWAIT_CANDIDATE"].max_visits == states["AWAIT_GATE"].max_visits == 100
+    assert [n for n, s in states.items() if s.may_yield] == [
+        "POLL_JOB", "AWAIT_CANDIDATE", "AWAIT_GATE"
+    ]
 
 
 def test_budgets_are_per_machine_instance():

@@ -1,3 +1,5 @@
+import dataclasses
+
 import pytest
 
 from retrain_assets.gpu.protocol import ArtifactCorrupt, JobStatus
@@ -16,12 +18,19 @@ from retrain_assets_tests.machines.fakes import FakeGpu, MemoryCandidates
 SPEC = {"customer": "acme", "snapshot": "s1", "rounds": 10}
 
 
-def services(tmp_path, gpu=None, candidates=None):
+def services(tmp_path, gpu=None, candidates=None, handoff=None, fetching=False):
     return TrainingServices(
         gpu=gpu or FakeGpu(),
         candidates=candidates or MemoryCandidates(),
         download_dir=lambda run_key: tmp_path / "downloads" / run_key,
+        handoff=handoff,
+        fetching=fetching,
     )
+
+
+def fetching(svc):
+    """The same services as the candidate run has them: it alone downloads."""
+    return dataclasses.replace(svc, fetching=True)
 
 
 def states(db, customer="acme"):
@@ -49,12 +58,14 @@ def test_resumes_after_a_restart_without_resubmitting(db, tmp_path):
     after = services(tmp_path, gpu=FakeGpu(jobs=before.gpu.jobs))
     assert advance(db, training_machine(), "acme", after).waiting
     after.gpu.set_status("job-1", JobStatus.SUCCEEDED)
-    done = advance(db, training_machine(), "acme", after)
-    assert (done.pointer.state, done.pointer.reason) == ("DONE", "candidate saved from job job-1")
+    fetched = advance(db, training_machine(), "acme", fetching(after))
+    assert (fetched.waiting, fetched.pointer.state) == (True, "AWAIT_GATE")
     assert after.gpu.calls == {"get": 2, "download": 1}
     assert after.candidates.saved[("acme", "k1")].job_id == "job-1"
     assert pointer(db, "training", "acme").visits["POLL_JOB"] == 3
-    assert states(db)[-3:] == ["POLL_JOB", "POLL_JOB", "DOWNLOAD_SAVE"]
+    assert states(db)[-5:] == [
+        "POLL_JOB", "POLL_JOB", "AWAIT_CANDIDATE", "DOWNLOAD_SAVE", "AWAIT_GATE"
+    ]
 
 
 def test_poll_uses_statuses_the_sensor_already_fetched(db, tmp_path):
@@ -65,8 +76,10 @@ def test_poll_uses_statuses_the_sensor_already_fetched(db, tmp_path):
     assert advance(db, training_machine(), "acme", svc, known=known).waiting
     svc.gpu.set_status("job-1", JobStatus.SUCCEEDED)
     known = svc.gpu.statuses(["job-1"])
-    assert advance(db, training_machine(), "acme", svc, known=known).finished
+    handed = advance(db, training_machine(), "acme", svc, known=known)
+    assert (handed.waiting, handed.pointer.state) == (True, "AWAIT_CANDIDATE")
     assert svc.gpu.calls["get"] == 1  # only the first advance's poll, before any batch existed
+    assert svc.gpu.calls["download"] == 0  # the candidate run downloads, not the sensor
 
 
 def test_submit_budget_three_then_failed(db, tmp_path):
@@ -133,8 +146,8 @@ def test_a_failing_download_retries_the_download_never_the_training(db, tmp_path
     advance(db, training_machine(), "acme", svc)
     svc.gpu.set_status("job-1", JobStatus.SUCCEEDED)
     svc.gpu.download_errors = [ArtifactCorrupt("sha256 mismatch"), ConnectionError("reset")]
-    done = advance(db, training_machine(), "acme", svc).pointer
-    assert done.state == "DONE"
+    done = advance(db, training_machine(), "acme", fetching(svc)).pointer
+    assert done.state == "AWAIT_GATE"
     assert (svc.gpu.calls["download"], svc.gpu.calls["submit"]) == (3, 1)
     errors = [h.error for h in history(db, "training", "acme") if h.state == "DOWNLOAD_SAVE"]
     assert errors == ["ArtifactCorrupt: sha256 mismatch", "ConnectionError: reset", None]
@@ -146,24 +159,28 @@ def test_download_budget_then_failed_and_a_retry_costs_a_download_only(db, tmp_p
     advance(db, training_machine(), "acme", svc)
     svc.gpu.set_status("job-1", JobStatus.SUCCEEDED)
     svc.gpu.download_errors = [ArtifactCorrupt("sha256 mismatch")] * 5
-    failed = advance(db, training_machine(), "acme", svc).pointer
+    failed = advance(db, training_machine(), "acme", fetching(svc)).pointer
     assert failed.state == "FAILED"
     assert "DOWNLOAD_SAVE would exceed its budget of 5" in failed.reason
     assert (svc.gpu.calls["download"], svc.gpu.calls["submit"]) == (5, 1)
     start_training(db, "acme", "k1", SPEC, retry=True)
-    assert advance(db, training_machine(), "acme", svc).pointer.state == "DONE"
+    assert advance(db, training_machine(), "acme", fetching(svc)).pointer.state == "AWAIT_GATE"
     assert (svc.gpu.calls["download"], svc.gpu.calls["submit"]) == (6, 1)
-    assert states(db)[-3:] == ["INITIAL", "CHECK_LAST_TRAIN", "DOWNLOAD_SAVE"]
+    assert states(db)[-5:] == [
+        "INITIAL", "CHECK_LAST_TRAIN", "AWAIT_CANDIDATE", "DOWNLOAD_SAVE", "AWAIT_GATE"
+    ]
 
 
-def test_check_last_train_is_a_no_op_when_the_candidate_exists(db, tmp_path):
+def test_a_saved_candidate_costs_nothing_but_still_goes_to_the_gate(db, tmp_path):
+    """A re-run whose candidate exists waits for the gate: it never ends DONE ungated."""
     svc = services(tmp_path)
     svc.candidates.saved[("acme", "k1")] = object()
     start_training(db, "acme", "k1", SPEC)
-    done = advance(db, training_machine(), "acme", svc).pointer
-    assert (done.state, done.reason) == ("DONE", "candidate already saved")
+    result = advance(db, training_machine(), "acme", svc)
+    assert (result.waiting, result.pointer.state) == (True, "AWAIT_GATE")
     assert svc.gpu.calls == {}
-    assert states(db) == ["INITIAL", "CHECK_LAST_TRAIN"]
+    assert states(db) == ["INITIAL", "CHECK_LAST_TRAIN", "AWAIT_GATE"]
+    assert history(db, "training", "acme")[1].note == "candidate already saved"
 
 
 def test_attaches_to_a_running_remote_job_without_resubmitting(db, tmp_path):
@@ -178,12 +195,20 @@ def test_attaches_to_a_running_remote_job_without_resubmitting(db, tmp_path):
     assert history(db, "training", "acme")[1].note == f"attached to running job {job.id}"
 
 
-def test_a_remote_success_goes_straight_to_download(db, tmp_path):
+def test_a_remote_success_costs_a_download_in_the_candidate_run_and_then_the_gate(db, tmp_path):
+    """A training_job re-run over a succeeded job hands off: it never ends DONE ungated."""
     svc = services(tmp_path)
     svc.gpu.add_job("k1", JobStatus.SUCCEEDED)
     start_training(db, "acme", "k1", SPEC)
-    assert advance(db, training_machine(), "acme", svc).finished
-    assert states(db) == ["INITIAL", "CHECK_LAST_TRAIN", "DOWNLOAD_SAVE"]
+    handed = advance(db, training_machine(), "acme", svc)
+    assert (handed.waiting, handed.pointer.state) == (True, "AWAIT_CANDIDATE")
+    assert svc.gpu.calls == {"find": 1}
+    fetched = advance(db, training_machine(), "acme", fetching(svc))
+    assert (fetched.waiting, fetched.pointer.state) == (True, "AWAIT_GATE")
+    assert states(db) == [
+        "INITIAL", "CHECK_LAST_TRAIN", "AWAIT_CANDIDATE", "AWAIT_CANDIDATE", "DOWNLOAD_SAVE",
+        "AWAIT_GATE",
+    ]
     assert svc.gpu.calls == {"find": 1, "download": 1}
 
 

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from retrain_assets.models.export import LABEL, MODEL_FEATURES
-from retrain_assets.models.gate import Champion, evaluate, lightgbm_predictor
+from retrain_assets.models.gate import ReferenceModel, evaluate, lightgbm_predictor
 
 
 def frame(rows: int, seed: int) -> pd.DataFrame:
@@ -41,12 +41,12 @@ def test_a_good_candidate_beats_the_seasonal_naive_baseline(tmp_path):
 
 def test_a_weak_candidate_loses_to_a_re_scored_champion(tmp_path):
     train, holdout = frame(2000, 1), frame(300, 2)
-    champion = Champion("demand_forecast.acme v1",
+    champion = ReferenceModel("champion demand_forecast.acme v1",
                         lightgbm_predictor(model_file(tmp_path, train, 80, "champ")))
     weak = lightgbm_predictor(model_file(tmp_path, train, 2, "weak"))
     outcome = evaluate(holdout, weak, champion, 0.02)
     assert not outcome.verdict.passed
-    assert outcome.metadata["champion_version"] == "demand_forecast.acme v1"
+    assert outcome.metadata["reference"] == "champion demand_forecast.acme v1"
     assert outcome.metadata["reference_wape"] < outcome.metadata["candidate_wape"]
 
 
@@ -56,3 +56,21 @@ def test_negative_or_non_finite_forecasts_fail_the_gate():
     assert not outcome.verdict.passed and "negative" in outcome.verdict.reason
     outcome = evaluate(holdout, lambda f: np.full(len(f), np.nan), None, 0.0)
     assert not outcome.verdict.passed and "non-finite" in outcome.verdict.reason
+
+
+def test_a_candidate_worse_than_the_challenger_fails_though_it_beats_seasonal_naive():
+    """Before a first champion the challenger is the reference: the registry never regresses."""
+    holdout = frame(400, 4)
+    actual = holdout[LABEL].to_numpy(float)
+    noise = np.random.default_rng(9).normal(0, 1, len(actual))
+    challenger = ReferenceModel(
+        "challenger demand_forecast.acme v1", lambda f: np.clip(actual + noise, 0, None),
+        "challenger", "1",
+    )
+    candidate = lambda f: np.clip(actual + 1.05 * noise, 0, None)  # noqa: E731 a bit worse
+    assert evaluate(holdout, candidate, None, 0.02).verdict.passed  # naive is far behind
+    outcome = evaluate(holdout, candidate, challenger, 0.02)
+    assert not outcome.verdict.passed
+    assert outcome.metadata["reference"] == "challenger demand_forecast.acme v1"
+    assert outcome.metadata["reference_version"] == "1"
+    assert "does not beat challenger demand_forecast.acme v1" in outcome.verdict.reason

@@ -23,6 +23,7 @@ from retrain_assets_tests.models.test_training_flow import (
     CUSTOMER,
     materialize,
     poll_until_requested,
+    tick,
     train_config,
 )
 from retrain_assets_tests.running_platform import graphql, running_webserver
@@ -48,15 +49,18 @@ def train(instance, **config) -> tuple[str, dg.RunRequest]:
     submitted = materialize(instance, [training_job], train_config(**config))
     key = submitted.asset_materializations_for_node("training_job")[0].metadata["run_key"].value
     request = poll_until_requested(instance, seconds=120)
-    assert request.run_key == f"candidate-{key}"
+    assert request.run_key == f"candidate-{key}-1"
     return key, request
 
 
 def execute(instance, request: dg.RunRequest, selection=None) -> dg.ExecuteInProcessResult:
-    """Run what the request selects (checks included), as the daemon would launch it."""
+    """Run what the request selects (checks included), as the daemon would launch it.
+
+    Then one poller tick, as the daemon's next one: it ends the hand-off the run completed.
+    """
     keys = selection or request.asset_selection
     job = build_definitions().resolve_implicit_job_def_def_for_assets(keys)
-    return job.execute_in_process(
+    result = job.execute_in_process(
         run_config=request.run_config,
         instance=instance,
         partition_key=request.partition_key,
@@ -64,6 +68,8 @@ def execute(instance, request: dg.RunRequest, selection=None) -> dg.ExecuteInPro
         tags=request.tags,
         raise_on_error=False,
     )
+    tick(instance)
+    return result
 
 
 def gate(result: dg.ExecuteInProcessResult) -> dg.AssetCheckEvaluation:
@@ -199,3 +205,48 @@ def test_a_corrupted_artifact_fails_the_candidate_and_registers_nothing(model_wo
     assert result.get_asset_check_evaluations() == []
     assert registry.runs_of(CUSTOMER, key) == []
     assert registry.versions_of(CUSTOMER, key) == []
+
+
+def test_before_a_first_champion_the_challenger_is_the_reference_and_never_regresses(
+    model_world, monkeypatch
+):
+    instance, db, uri = model_world["instance"], model_world["db"], model_world["mlflow_uri"]
+    registry = MlflowRegistry(uri)
+    first_key, first_request = train(instance, **STRONG)
+    assert execute(instance, first_request).success
+    [first] = registry.versions_of(CUSTOMER, first_key)
+    assert first.aliases == ["challenger"]
+    assert latest_gate_result(db, first_key).reference_version is None  # seasonal naive
+
+    # A failed re-gate of the challenger's own run key takes the alias away, and says why.
+    monkeypatch.setenv("RETRAIN_GATE_MARGIN", "0.9")
+    regated = execute(instance, first_request)
+    assert not gate(regated).passed
+    assert regated.asset_materializations_for_node("registered_model") == []
+    recorded = latest_gate_result(db, first_key)
+    assert recorded.reference == "seasonal naive (same weekday last week)"  # never itself
+    assert recorded.reason.endswith(f"; alias challenger removed from version {first.version}")
+    assert gate(regated).description == recorded.reason
+    [withdrawn] = registry.versions_of(CUSTOMER, first_key)
+    assert withdrawn.aliases == []
+    assert withdrawn.tags["alias_withdrawn"].startswith("challenger: candidate WAPE")
+    monkeypatch.setenv("RETRAIN_GATE_MARGIN", "0.02")
+    assert execute(instance, first_request).success  # passes again: challenger again
+    assert registry.versions_of(CUSTOMER, first_key)[0].aliases == ["challenger"]
+
+    # A candidate as good as the challenger (same model, another seed: another run key) beats
+    # seasonal naive, so before it would have been registered and taken the alias.
+    second_key, second_request = train(instance, **STRONG, seed=8)
+    assert second_key != first_key
+    result = execute(instance, second_request)
+    verdict = gate(result)
+    assert not verdict.passed
+    assert verdict.metadata["reference"].value == (
+        f"challenger {model_name(CUSTOMER)} v{first.version}"
+    )
+    holdout = read_holdout(CUSTOMER, second_key)
+    naive = wape(holdout[LABEL].to_numpy(float), holdout["lag_7"].fillna(0.0).to_numpy(float))
+    assert verdict.metadata["candidate_wape"].value < naive * 0.98  # beats seasonal naive
+    assert registry.versions_of(CUSTOMER, second_key) == []
+    assert registry.aliased_version(CUSTOMER, "challenger").version == first.version
+    assert latest_gate_result(db, second_key).reference_version == first.version

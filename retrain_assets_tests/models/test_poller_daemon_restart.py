@@ -78,6 +78,7 @@ def test_a_killed_daemon_resumes_the_wait_and_fetches_exactly_one_candidate(
     monkeypatch.setenv("RETRAIN_HOME", str(home))
     monkeypatch.setenv("RETRAIN_PG_URL", pg_server.url)
     monkeypatch.setenv("RETRAIN_POLL_INTERVAL_SECONDS", "2")
+    monkeypatch.setenv("RETRAIN_LANDING_AUTOMATION", "off")  # features are published below
     monkeypatch.setenv("RETRAIN_CODE_COMMIT", f"test-{uuid.uuid4().hex[:8]}")
     monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_uri)
     for name in ("RETRAIN_LANDING_URL", "RETRAIN_STORAGE_URL", "RETRAIN_APP_PG_URL"):

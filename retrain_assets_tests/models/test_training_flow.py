@@ -86,12 +86,13 @@ def test_the_run_ends_while_the_job_trains_and_the_poller_fetches_one_candidate(
     assert tick(instance).run_requests == []  # still training: a poll visit, no request
 
     request = poll_until_requested(instance, customer=CUSTOMER)
-    assert request.run_key == f"candidate-{key}" and request.partition_key == CUSTOMER
+    assert request.run_key == f"candidate-{key}-1" and request.partition_key == CUSTOMER
     assert request.tags["customer"] == CUSTOMER
+    assert pointer(db, "training", CUSTOMER).state == "AWAIT_CANDIDATE"
     fetched = materialize(instance, [model_candidate], request.run_config)
     meta = fetched.asset_materializations_for_node("model_candidate")[0].metadata
     assert meta["sha256"].value == service.call("GET", f"/jobs/{job_id}/artifact").json()["sha256"]
-    assert pointer(db, "training", CUSTOMER).state == "DONE"
+    assert pointer(db, "training", CUSTOMER).state == "AWAIT_GATE"  # the gate comes next
 
     # Asked again (a retried run, the same key requested twice): still one job, one candidate.
     again = materialize(instance, [training_job], train_config(**slow))

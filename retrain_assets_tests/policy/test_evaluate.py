@@ -124,3 +124,15 @@ def test_a_gap_in_what_is_published_ends_the_window(db, publish):
     publish(12, 30, {"acme": 1})
     ref = choose_window(latest_snapshots(db), 90)
     assert (ref.first_day, ref.last_day) == (day(12), day(30))
+
+
+def test_days_of_the_past_published_for_the_first_time_are_history(db, publish):
+    """Older than the last window's end: never new data, however late they first appear."""
+    publish(10, 39, {"acme": 100})
+    last = trained_through(db, 39)
+    assert last.first_day == day(10)
+    publish(0, 9, {"acme": 500}, backfill="bf-history")  # earlier history, first published now
+    publish(20, 20, {"acme": 500}, backfill="bf-fix", version="v2")  # and a republished day
+    assert new_rows(latest_snapshots(db), "acme", last.last_day) == (0, 0)
+    outcome = decide(db, last, last.decided_at + dt.timedelta(hours=1))
+    assert outcome.action == "skip" and "0 of 500 new rows" in outcome.reason

@@ -1,14 +1,19 @@
 """The retraining policy through the real platform: `retrain-assets up`, its daemon, Postgres.
 
 One platform for the module (starting one costs most of the time). The fixture publishes
-the three demo tenants' history and lets the policy make their first decisions; the tests
-then follow one another in the order a day of operations would: a backfill, new days, a tick
-evaluated twice, drift with its approval, a person training from the UI.
+the three demo tenants' history with a single-run backfill while the policy ticks every 2 s,
+and lets the policy make their first decisions; the tests then follow one another in the
+order a day of operations would: a backfill, new days, a tick evaluated twice, drift with its
+approval, a person training from the UI.
 
-Settings (through the CLI): northwind-us and lindenhof-de need 34 days of history, sakura-jp
-needs 60 (so it stays "not enough history"); every customer retrains at 1,000 new rows, which
-a week of northwind-us crosses (240 rows a day) and a week of lindenhof-de does not (100);
-lindenhof-de's drift threshold is so low that any new week asks for approval.
+Settings (through the CLI): northwind-us and lindenhof-de need 20 days of history, so a tick
+half-way through the 34-day history backfill would see enough (decisions wait for settled
+data: they must come after the backfill, on all 34 days); sakura-jp needs 60 (so it stays
+"not enough history"); every customer retrains at 1,000 new rows, which a week of
+northwind-us crosses (240 rows a day) and a week of lindenhof-de does not (100); the rest of a
+half-published history would cross it for both (the issue's 6 trainings instead of 3; 4
+instead of 2 here). lindenhof-de's drift threshold is so low that any new week asks for
+approval.
 """
 
 from __future__ import annotations
@@ -122,39 +127,44 @@ def cli(platform: RunningPlatform, *args: str) -> subprocess.CompletedProcess:
 
 @dataclass(frozen=True)
 class World:
-    """The running platform and the id of the backfill the fixture launched."""
+    """The running platform, the history backfill's run and the old week's backfill."""
 
     platform: RunningPlatform
+    history_run: str
     backfill_id: str
 
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
-    """The platform with history published, the first decisions trained, a week backfilled.
+    """The platform with history backfilled, the first decisions trained, a week backfilled.
 
-    The backfill of an old week is launched once the first decisions are recorded, so the
-    backfill daemon's pick-up time overlaps the first trainings; the backfill test looks at the
-    ticks after both are over.
+    The history is one single-run backfill of `store_day_features` the policy ticks through
+    (every 2 s). The backfill of an old week is launched once the first decisions are
+    recorded, so the backfill daemon's pick-up time overlaps the first trainings; the backfill
+    test looks at the ticks after both are over.
     """
-    fast = {"RETRAIN_POLICY_INTERVAL_SECONDS": "2", "RETRAIN_POLL_INTERVAL_SECONDS": "2"}
+    fast = {"RETRAIN_POLICY_INTERVAL_SECONDS": "2", "RETRAIN_POLL_INTERVAL_SECONDS": "2",
+            "RETRAIN_LANDING_AUTOMATION": "off"}  # these tests publish each day themselves
     with running_platform(tmp_path_factory.mktemp("policy"), env=fast) as running:
         sales = launch_days(running, "sales", "2026-01-01", "2026-03-10")  # meanwhile: settings
         wait_for_customers(running, 3)
-        # 34 = all of HISTORY: no tick sees a half-published history as enough
-        for customer, history in ((BIG, 34), (MID, 34), (SMALL, 60)):
+        # 20 of HISTORY's 34 days: a tick half-way through its backfill would see enough
+        for customer, history in ((BIG, 20), (MID, 20), (SMALL, 60)):
             done = cli(running, "policy", "set", customer, "--min-history-days", str(history),
                        "--min-new-rows", "1000")
             assert done.returncode == 0, done.stderr
         done = cli(running, "policy", "set", MID, "--drift-threshold", "0.01")
         assert done.returncode == 0, done.stderr
         wait_for_run(running, sales)
-        publish_days(running, "store_day_features", HISTORY[0], HISTORY[-1])
+        history = launch_backfill(running, ["store_day_features"], HISTORY)
+        [history_run] = wait_for_backfill_run(running, history)
+        wait_for_run(running, history_run)
         wait_until(lambda: {(c, p) for _, c, p, _, _ in decisions(running)}
-                   == {(BIG, "schedule"), (MID, "schedule")}, 60, "the first decisions")
+                   == {(BIG, "schedule"), (MID, "schedule")}, 90, "the first decisions")
         backfill = launch_backfill(running, ["store_day_features"], OLD_WEEK)
         wait_until(lambda: machine_state(running, BIG) == machine_state(running, MID) == "DONE",
                    150, "the first trainings")
-        yield World(running, backfill)
+        yield World(running, history_run, backfill)
 
 
 def test_first_decisions_need_history_and_are_launched_once(world):
@@ -171,6 +181,25 @@ def test_first_decisions_need_history_and_are_launched_once(world):
     assert {r["tags"]["dagster/run_key"] for r in runs} == {f"decision-{i}" for i, *_ in rows}
     latest = next(t["skipReason"] for t in ticks(platform) if t["skipReason"])
     assert f"{SMALL}: not enough history yet: 34 of 60 days" in latest
+
+
+def test_first_decisions_wait_for_the_history_backfill_and_cover_all_of_it(world):
+    """The issue's case: decisions on a half-published history, then volume for the rest."""
+    platform = world.platform
+    [(ended,)] = platform.query(
+        "dagster", "SELECT end_time FROM runs WHERE run_id = %s", (world.history_run,)
+    )
+    rows = platform.query(
+        "app",
+        "SELECT customer, first_day, last_day, decided_at FROM retraining_decisions ORDER BY id",
+    )
+    assert [(c, str(first), str(last)) for c, first, last, _ in rows] == [
+        (c, HISTORY[0], HISTORY[-1]) for c in sorted([BIG, MID])
+    ]
+    assert all(decided.timestamp() > ended for *_, decided in rows)
+    # the first trainings are over and the policy has ticked since: no volume decision
+    wait_for_ticks(platform, time.time(), 2)
+    assert len(decisions(platform)) == 2
 
 
 def test_a_backfill_over_a_week_of_features_makes_no_decision_and_no_model_run(world):

@@ -1,10 +1,16 @@
 """The sensor and the approval in-process, on real Postgres and a Dagster instance for test."""
 
+import time
+
 import dagster as dg
 import pytest
 
+# Not exported at Dagster's top level in 1.13; what the backfill daemon stores.
+from dagster._core.execution.backfill import BulkActionStatus, PartitionBackfill
+
 import retrain_assets.policy.retraining_policy as policy_module
 from retrain_assets.customers import CUSTOMERS
+from retrain_assets.definitions import FEATURES_JOB, build_definitions
 from retrain_assets.features.parquet_store import PartitionStorage
 from retrain_assets.machines.runs import start_run
 from retrain_assets.machines.training import training_machine
@@ -15,6 +21,7 @@ from retrain_assets.policy.drift import DriftMeasure
 from retrain_assets.policy.history import choose_window
 from retrain_assets.policy.retraining_policy import policy_interval_seconds, retraining_policy
 from retrain_assets.policy.settings import set_settings
+from retrain_assets.store.database import transaction
 from retrain_assets.store.resource import ProjectDatabase
 from retrain_assets.store.snapshots import latest_snapshots
 from retrain_assets_tests.policy.conftest import day
@@ -138,3 +145,83 @@ def test_a_tick_out_of_budget_hands_the_next_tick_the_customers_it_did_not_reach
     assert policy_module.in_turn(["a", "b", "c"], "b") == ["b", "c", "a"]
     assert policy_module.in_turn(["a", "c"], "b") == ["c", "a"]  # "b" was removed since
     assert policy_module.in_turn(["a", "c"], "") == ["a", "c"]
+
+
+def test_an_unsafe_partition_added_by_hand_is_never_evaluated(db, publish, instance, tmp_path):
+    instance.add_dynamic_partitions(CUSTOMERS.name, ["../x/y"])
+    publish(0, 24, {"acme": 10, "bolt": 10})
+    result = tick(instance, db, tmp_path)
+    assert result.skip_reason.skip_message == (
+        "acme: not enough history yet: 25 of 56 days published with rows for this customer; "
+        "bolt: not enough history yet: 25 of 56 days published with rows for this customer"
+    )
+
+
+def test_open_decisions_with_no_snapshot_or_no_customer_still_make_a_valid_tick(
+    db, publish, instance, tmp_path
+):
+    """Requests and a skip reason cannot go together: the requests win, the reason is logged."""
+    publish(0, 9, {"acme": 10})
+    ref = choose_window(latest_snapshots(db), 90)
+    decision = record_decision(db, "acme", "manual", "by hand", ref, "ana")
+    with transaction(db) as cur:  # nothing published any more (a new storage, a clean-up)
+        cur.execute("DELETE FROM feature_snapshots")
+    result = tick(instance, db, tmp_path)
+    assert [r.run_key for r in result.run_requests] == [f"decision-{decision.id}"]
+    assert result.skip_reason is None
+    with dg.instance_for_test() as empty:  # no customer partition known
+        result = tick(empty, db, tmp_path)
+    assert [r.run_key for r in result.run_requests] == [f"decision-{decision.id}"]
+
+
+def feature_run(instance, status, run_id="features-run", selection=("store_day_features",)):
+    run = dg.DagsterRun(
+        job_name="__ASSET_JOB", run_id=run_id, status=status,
+        tags={"dagster/asset_partition_range_start": day(0).isoformat()},
+        asset_selection=frozenset(dg.AssetKey(name) for name in selection),
+    )
+    instance.add_run(run)
+    return run
+
+
+def test_no_decision_while_a_run_publishes_feature_days(db, publish, instance, tmp_path):
+    set_settings(db, "acme", {"min_history_days": 20}, "test")
+    publish(0, 24, {"acme": 10})  # enough history, but the backfill is still going
+    feature_run(instance, dg.DagsterRunStatus.STARTED)
+    held = tick(instance, db, tmp_path)
+    assert held.run_requests == [] and list_decisions(db) == []
+    assert held.skip_reason.skip_message == (
+        "no decision while feature days are being published (decisions wait for settled "
+        "data): run features-run (store_day_features, STARTED)"
+    )
+    instance.delete_run("features-run")
+    feature_run(instance, dg.DagsterRunStatus.NOT_STARTED, "sales-run", ("sales",))
+    message = tick(instance, db, tmp_path).skip_reason.skip_message
+    assert "run sales-run (sales, NOT_STARTED)" in message
+    instance.delete_run("sales-run")
+    feature_run(instance, dg.DagsterRunStatus.SUCCESS)  # done: the data is settled
+    [decision] = [r.run_key for r in tick(instance, db, tmp_path).run_requests]
+    assert decision == f"decision-{list_decisions(db)[0].id}"
+
+
+def test_a_whole_features_job_run_and_a_backfill_not_launched_yet_hold_decisions_too(
+    db, publish, instance, tmp_path
+):
+    set_settings(db, "acme", {"min_history_days": 20}, "test")
+    publish(0, 24, {"acme": 10})
+    job = build_definitions().resolve_job_def(FEATURES_JOB)
+    # (a QUEUED run needs a code location's origin; STARTING is as unfinished)
+    queued = instance.create_run_for_job(job, status=dg.DagsterRunStatus.STARTING)
+    assert not queued.asset_selection  # a whole job records no selection: its plan is read
+    message = tick(instance, db, tmp_path).skip_reason.skip_message
+    assert f"run {queued.run_id} (sales, store_day_features, STARTING)" in message
+    instance.delete_run(queued.run_id)
+    instance.add_backfill(PartitionBackfill(
+        "bf-history", BulkActionStatus.REQUESTED, False, {}, time.time(),
+        asset_selection=[dg.AssetKey("store_day_features")], serialized_asset_backfill_data="{}",
+    ))
+    message = tick(instance, db, tmp_path).skip_reason.skip_message
+    assert message.endswith("backfill bf-history (store_day_features, not launched yet)")
+    feature_run(instance, dg.DagsterRunStatus.SUCCESS, "bf-run")
+    instance.add_run_tags("bf-run", {"dagster/backfill": "bf-history"})
+    assert len(tick(instance, db, tmp_path).run_requests) == 1  # its run ended: settled

@@ -22,14 +22,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Serve with parsed options; a bad setting exits 2 with the reason."""
-    from retrain_assets.gpu.service.app import serve
+    """Serve with parsed options; a bad setting exits 2, a lost database lock 1, with the reason."""
+    from retrain_assets.gpu.service.app import LostOwnership, serve
 
     try:
         serve(args.host, args.port, args.slots, args.allow_faults, args.data_dir)
     except ValueError as error:
         print(f"gpu-service: {error}", file=sys.stderr)
         return 2
+    except LostOwnership as lost:
+        print(f"gpu-service: stopped: {lost}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -1,13 +1,16 @@
-"""The service process: the FastAPI app (auth, errors, health) and `serve`, its entry point.
+"""The service process: the FastAPI app (auth, limits, errors, health) and `serve`.
 
 `serve` prepares everything that can fail with a plain reason (port, database, migrations,
 the one-service-per-database lock) before uvicorn starts, so a misconfigured start is one
-clear line, not a traceback from inside the server.
+clear line, not a traceback from inside the server. Requests pass `RequestGuard` (token and
+declared body size, before the body is read) and FastAPI's streamed body limit; every
+malformed input is a 4xx that names the field, and a lost database a 503.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import secrets
 import signal
 import socket
@@ -15,12 +18,10 @@ import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, HTTPException, Request
-from fastapi.encoders import jsonable_encoder
+from fastapi import Depends, FastAPI, HTTPException, Response
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 
@@ -31,10 +32,17 @@ from retrain_assets.gpu.service.config import (
     default_data_dir,
     service_token,
 )
+from retrain_assets.gpu.service.http_errors import (
+    DATABASE_ERRORS,
+    database_unavailable,
+    validation_error,
+)
+from retrain_assets.gpu.service.http_guard import MAX_BODY_BYTES, RequestGuard
 from retrain_assets.gpu.service.migrations import migrate
 from retrain_assets.gpu.service.routes import build_router
 from retrain_assets.gpu.service.scheduler import Scheduler
-from retrain_assets.gpu.service.store import JobStore, hold_service_lock
+from retrain_assets.gpu.service.service_lock import ServiceLock
+from retrain_assets.gpu.service.store import JobStore
 from retrain_assets.store.server import ensure_database, start_server
 
 log = logging.getLogger(__name__)
@@ -42,7 +50,12 @@ _bearer = HTTPBearer(auto_error=False, description="RETRAIN_GPU_TOKEN")
 
 
 def require_token(token: str) -> Callable[[HTTPAuthorizationCredentials | None], None]:
-    """Return a dependency that answers 401 unless the request carries `Bearer <token>`."""
+    """Return a dependency that answers 401 unless the request carries `Bearer <token>`.
+
+    `RequestGuard` already refused such a request before its body was read; this second
+    check declares the bearer scheme in the OpenAPI schema and guards any route mounted
+    without the middleware.
+    """
 
     def check(
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
@@ -54,21 +67,6 @@ def require_token(token: str) -> Callable[[HTTPAuthorizationCredentials | None],
             )
 
     return check
-
-
-async def _validation_error(request: Request, error: RequestValidationError) -> JSONResponse:
-    """Answer 422 with FastAPI's usual `detail` list plus one sentence naming every field."""
-    problems = []
-    for item in error.errors():
-        location = [str(part) for part in item["loc"] if part not in ("body", "query", "path")]
-        problems.append(f"{'.'.join(location) or 'body'}: {item['msg']}")
-    return JSONResponse(
-        status_code=422,
-        content={
-            "detail": jsonable_encoder(error.errors()),
-            "message": "invalid request: " + "; ".join(problems),
-        },
-    )
 
 
 def create_app(
@@ -94,21 +92,43 @@ def create_app(
         description="Trains LightGBM demand models from exported Parquet datasets, resumably.",
         lifespan=lifespan,
     )
-    app.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]
+    app.add_middleware(RequestGuard, token=token, max_body_bytes=MAX_BODY_BYTES)
+    app.add_exception_handler(RequestValidationError, validation_error)
+    for database_error in DATABASE_ERRORS:
+        app.add_exception_handler(database_error, database_unavailable)
     app.include_router(
         build_router(store, scheduler, allow_faults), dependencies=[Depends(require_token(token))]
     )
 
-    @app.get("/healthz", tags=["health"])
-    def healthz() -> dict[str, object]:
-        """Answer without auth, for readiness checks."""
-        return {"status": "ok", "slots": scheduler.slots, "busy_slots": scheduler.busy_slots}
+    @app.get(
+        "/healthz",
+        tags=["health"],
+        responses={503: {"description": "the database or the service lock is unavailable"}},
+    )
+    def healthz(response: Response) -> dict[str, Any]:
+        """Answer without auth: 200 only while Postgres answers and the service holds its lock."""
+        problem = store.ping()
+        held = scheduler.lock_held
+        healthy = problem is None and held
+        if not healthy:
+            response.status_code = 503
+        return {
+            "status": "ok" if healthy else "unavailable",
+            "database": "ok" if problem is None else f"unavailable: {problem}",
+            "service_lock": "held" if held else "not held (waiting to take it back)",
+            "slots": scheduler.slots,
+            "busy_slots": scheduler.busy_slots,
+        }
 
     return app
 
 
 class _StopSignal(Exception):
     """SIGINT or SIGTERM arrived; uvicorn re-raises it after its graceful shutdown."""
+
+
+class LostOwnership(Exception):
+    """Another service took the database while this one was cut off from Postgres."""
 
 
 def _raise_stop(signum: int, _frame: object) -> None:
@@ -136,7 +156,8 @@ def serve(
     Postgres comes from `start_server()` (RETRAIN_PG_URL or the embedded server), in the
     database of purpose `gpu`; files go to `data_dir` (default `$RETRAIN_HOME/gpu`). Jobs a
     previous run left running are requeued and resume from their checkpoints. Raises
-    ValueError, with the reason, when the port is taken or another service owns the database.
+    ValueError, with the reason, when the port is taken or another service owns the database,
+    and LostOwnership when another service took the database during a Postgres outage.
     """
     import uvicorn  # imported here: worker processes import this package but never serve
 
@@ -151,7 +172,14 @@ def serve(
     _check_port_free(host, port)
     url = ensure_database(start_server(), "gpu")
     migrate(url)
-    lock = hold_service_lock(url)
+    lock = ServiceLock(url)
+    lock.acquire()
+    lost: list[str] = []
+
+    def stop_for_good(reason: str) -> None:
+        # Called from the scheduler's thread; uvicorn stops gracefully on SIGTERM.
+        lost.append(reason)
+        os.kill(os.getpid(), signal.SIGTERM)
     # uvicorn shuts down gracefully on SIGINT/SIGTERM and then re-raises the signal to the
     # handler it found installed; with ours that ends `serve` normally (exit 0, atexit runs:
     # the embedded Postgres is stopped if we were its last user) instead of dying of it.
@@ -162,7 +190,8 @@ def serve(
     )
     try:
         store = JobStore(url)
-        app = create_app(store, Scheduler(store, folder, slots), token, allow_faults)
+        scheduler = Scheduler(store, folder, slots, lock, on_lost_ownership=stop_for_good)
+        app = create_app(store, scheduler, token, allow_faults)
         log.info(
             "GPU service on http://%s:%d: %d slot(s), faults %s, files in %s",
             host,
@@ -178,3 +207,5 @@ def serve(
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
         lock.close()
+    if lost:
+        raise LostOwnership(lost[0])

@@ -8,50 +8,96 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
+
+from retrain_assets.customer_names import (
+    CUSTOMER_NAME_RULE,
+    MAX_CUSTOMER_NAME,
+    is_safe_customer_name,
+)
 
 IDEMPOTENCY_KEY_PATTERN = r"^[A-Za-z0-9._-]+$"
+JOB_ID_PATTERN = r"^[A-Za-z0-9._-]+$"  # ours are 32 hex digits; any other id is simply unknown
+MAX_JOB_ID = 64
 MAX_STATUS_IDS = 500
+MAX_FEATURES = 500
+MAX_COLUMN_NAME = 200
+MAX_DATASET_URL = 4096
+MAX_ROUNDS = 5000
+MAX_INT32 = 2**31 - 1
 JobStatusName = Literal["queued", "running", "succeeded", "failed", "cancelled"]
 Objective = Literal["poisson", "regression", "regression_l1", "huber", "tweedie", "gamma"]
+# Column names and URLs: printable, no control character (Postgres refuses NUL in text).
+PRINTABLE_PATTERN = r"^[^\x00-\x1f\x7f]+$"
+ColumnName = Annotated[
+    str, StringConstraints(min_length=1, max_length=MAX_COLUMN_NAME, pattern=PRINTABLE_PATTERN)
+]
+JobId = Annotated[
+    str, StringConstraints(min_length=1, max_length=MAX_JOB_ID, pattern=JOB_ID_PATTERN)
+]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # NaN and Infinity are not numbers a job can use (and not JSON): refused, never stored.
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class TrainingParams(_Strict):
     """LightGBM settings a job may choose; everything else is fixed for determinism."""
 
-    num_boost_round: int = Field(200, ge=1, le=5000)
+    num_boost_round: int = Field(200, ge=1, le=MAX_ROUNDS)
     learning_rate: float = Field(0.05, gt=0, le=1)
     num_leaves: int = Field(31, ge=2, le=4096)
-    min_data_in_leaf: int = Field(20, ge=1)
+    min_data_in_leaf: int = Field(20, ge=1, le=MAX_INT32)
     objective: Objective = "poisson"
-    seed: int = 7
+    seed: int = Field(7, ge=0, le=MAX_INT32)
 
 
 class Faults(_Strict):
     """Failures to inject, for tests of the platform's retry and resume paths."""
 
-    fail_at_round: int | None = Field(None, ge=1)
-    crash_at_round: int | None = Field(None, ge=1)
+    fail_at_round: int | None = Field(None, ge=1, le=MAX_ROUNDS)
+    crash_at_round: int | None = Field(None, ge=1, le=MAX_ROUNDS)
     slow_seconds_per_round: float | None = Field(None, ge=0, le=10)
-    on_attempts: list[int] = Field(default_factory=lambda: [1])
+    on_attempts: list[Annotated[int, Field(ge=1, le=1000)]] = Field(
+        default_factory=lambda: [1], max_length=100
+    )
 
 
 class TrainingSpec(_Strict):
     """What to train: which customer, which exported dataset, which columns, which settings."""
 
-    customer: str = Field(min_length=1, max_length=200)
-    dataset_url: str = Field(min_length=1, description="a local path or file:// URL (Parquet)")
-    label: str = Field("units_sold", min_length=1)
-    features: list[str] = Field(min_length=1)
+    customer: str = Field(
+        min_length=1, max_length=MAX_CUSTOMER_NAME, description=CUSTOMER_NAME_RULE
+    )
+    dataset_url: str = Field(
+        min_length=1,
+        max_length=MAX_DATASET_URL,
+        pattern=PRINTABLE_PATTERN,
+        description="a local path or file:// URL (Parquet)",
+    )
+    label: ColumnName = "units_sold"
+    features: list[ColumnName] = Field(min_length=1, max_length=MAX_FEATURES)
     params: TrainingParams = Field(default_factory=TrainingParams)
-    checkpoint_every: int = Field(25, ge=1)
+    checkpoint_every: int = Field(25, ge=1, le=MAX_ROUNDS)
     faults: Faults | None = None
+
+    @field_validator("customer")
+    @classmethod
+    def _safe_customer(cls, customer: str) -> str:
+        """Refuse a customer name that is not a safe slug (without echoing it back)."""
+        if not is_safe_customer_name(customer):
+            raise ValueError(f"not {CUSTOMER_NAME_RULE}")
+        return customer
 
     @model_validator(mode="after")
     def _columns_make_sense(self) -> TrainingSpec:
@@ -59,7 +105,7 @@ class TrainingSpec(_Strict):
         if len(set(self.features)) != len(self.features):
             raise ValueError("features must not repeat a column")
         if self.label in self.features:
-            raise ValueError(f"label {self.label!r} must not also be a feature")
+            raise ValueError("the label must not also be a feature")
         return self
 
     def canonical_json(self) -> str:
@@ -80,7 +126,7 @@ class SubmitRequest(_Strict):
 class StatusRequest(_Strict):
     """Body of `POST /jobs/status`: the ids one sensor tick asks about."""
 
-    ids: list[str] = Field(max_length=MAX_STATUS_IDS)
+    ids: list[JobId] = Field(max_length=MAX_STATUS_IDS)
 
 
 class RunOut(_Strict):

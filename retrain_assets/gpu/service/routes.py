@@ -9,10 +9,15 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query, Response
+from fastapi import Path as PathParam
 from fastapi.responses import FileResponse
 
+from retrain_assets.gpu.service.http_errors import StrictJsonRoute
+from retrain_assets.gpu.service.http_guard import MAX_BODY_BYTES
 from retrain_assets.gpu.service.models import (
     IDEMPOTENCY_KEY_PATTERN,
+    JOB_ID_PATTERN,
+    MAX_JOB_ID,
     ArtifactOut,
     JobOut,
     StatusRequest,
@@ -23,6 +28,10 @@ from retrain_assets.gpu.service.scheduler import Scheduler
 from retrain_assets.gpu.service.store import ArtifactRecord, JobStore, KeyConflict
 
 FAULTS_DISABLED = "fault injection is disabled on this service"
+# A job id in a path: bounded and plain, checked before any query (a NUL would break one).
+JobIdPath = Annotated[
+    str, PathParam(min_length=1, max_length=MAX_JOB_ID, pattern=JOB_ID_PATTERN)
+]
 
 
 def _error(description: str) -> dict[str, Any]:
@@ -31,7 +40,11 @@ def _error(description: str) -> dict[str, Any]:
 
 def build_router(store: JobStore, scheduler: Scheduler, allow_faults: bool) -> APIRouter:
     """Return the job routes, bound to this service's store and scheduler."""
-    router = APIRouter(tags=["jobs"])
+    # max_body_size: a body without Content-Length is a 413 as soon as its count passes the
+    # limit (RequestGuard, outside, already refused a declared length over it and no token).
+    router = APIRouter(
+        tags=["jobs"], route_class=StrictJsonRoute, max_body_size=MAX_BODY_BYTES
+    )
 
     @router.post(
         "/jobs",
@@ -39,6 +52,7 @@ def build_router(store: JobStore, scheduler: Scheduler, allow_faults: bool) -> A
         responses={
             200: {"model": JobOut, "description": "the key's existing job (requeued if failed)"},
             409: _error("the key is used by a job with a different spec"),
+            413: _error("body over 1 MiB"),
             422: _error("malformed body, or faults sent to a service without --allow-faults"),
         },
     )
@@ -70,18 +84,21 @@ def build_router(store: JobStore, scheduler: Scheduler, allow_faults: bool) -> A
 
     @router.post("/jobs/status")
     def job_statuses(body: StatusRequest) -> StatusResponse:
-        """Return up to 500 jobs in one call (a whole sensor tick), and the unknown ids."""
+        """Return up to 500 jobs in one call (a whole sensor tick), and the unknown ids.
+
+        Each id is at most 64 plain characters, so the answer is bounded too.
+        """
         jobs = store.many(body.ids)
         known = {job.id for job in jobs}
         return StatusResponse(jobs=jobs, missing=[i for i in body.ids if i not in known])
 
     @router.get("/jobs/{job_id}", responses={404: _error("unknown job")})
-    def get_job(job_id: str) -> JobOut:
+    def get_job(job_id: JobIdPath) -> JobOut:
         """Return one job."""
         return _found(store.get(job_id), job_id)
 
     @router.post("/jobs/{job_id}/cancel", responses={404: _error("unknown job")})
-    def cancel_job(job_id: str) -> JobOut:
+    def cancel_job(job_id: JobIdPath) -> JobOut:
         """Cancel a queued job at once; a running one stops at its next round."""
         return _found(store.cancel(job_id), job_id)
 
@@ -89,7 +106,7 @@ def build_router(store: JobStore, scheduler: Scheduler, allow_faults: bool) -> A
         "/jobs/{job_id}/artifact",
         responses={404: _error("unknown job"), 409: _error("the job has not succeeded")},
     )
-    def get_artifact(job_id: str) -> ArtifactOut:
+    def get_artifact(job_id: JobIdPath) -> ArtifactOut:
         """Return the model's sha256, size and metrics (verify the download against them)."""
         record = _succeeded(store.artifact(job_id), job_id)
         return ArtifactOut(
@@ -106,7 +123,7 @@ def build_router(store: JobStore, scheduler: Scheduler, allow_faults: bool) -> A
             410: _error("the model file is gone from the service's disk"),
         },
     )
-    def get_model(job_id: str) -> FileResponse:
+    def get_model(job_id: JobIdPath) -> FileResponse:
         """Stream the model file (LightGBM text format)."""
         record = _succeeded(store.artifact(job_id), job_id)
         if record.path is None or not Path(record.path).is_file():

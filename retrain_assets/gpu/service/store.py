@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -32,8 +31,20 @@ _RUN_COLUMNS = (
     "job_id, attempt, started_from_round, worker_pid, started_at, ended_at, outcome, error,"
     " exit_code"
 )
-_SERVICE_LOCK_ID = 7_231_102  # pg_try_advisory_lock key: one service per `gpu` database
+MAX_ERROR_CHARS = 2000  # a job's stored error: the start of the message, then how much was cut
+PING_TIMEOUT_SECONDS = 3
 log = logging.getLogger(__name__)
+
+
+def bounded_error(text: str) -> str:
+    """Return `text` cut to MAX_ERROR_CHARS, saying how many characters were left out.
+
+    A training error can quote its whole input (a KeyError listing hundreds of missing
+    columns); the job row and every status response carry the error, so it is bounded.
+    """
+    if len(text) <= MAX_ERROR_CHARS:
+        return text
+    return f"{text[:MAX_ERROR_CHARS]}... ({len(text) - MAX_ERROR_CHARS} more characters cut)"
 
 
 class KeyConflict(Exception):
@@ -100,6 +111,20 @@ class JobStore:
 
     def __init__(self, url: str) -> None:
         self.url = url
+
+    def ping(self) -> str | None:
+        """Return None when the database answers `SELECT 1`, else the first line of why not."""
+        try:
+            conn = psycopg2.connect(libpq_url(self.url), connect_timeout=PING_TIMEOUT_SECONDS)
+            try:
+                with conn.cursor() as cur:
+                    cur.execute("SELECT 1")
+            finally:
+                conn.close()
+        except psycopg2.Error as error:
+            text = str(error).strip()
+            return text.splitlines()[0] if text else type(error).__name__
+        return None
 
     # --- API -----------------------------------------------------------------------------
 
@@ -260,6 +285,7 @@ class JobStore:
 
         A job whose cancel was requested becomes `cancelled` instead: that is what was asked.
         """
+        error = bounded_error(error)
         with transaction(self.url) as cur:
             cur.execute(
                 "UPDATE jobs SET status = CASE WHEN cancel_requested THEN 'cancelled'"
@@ -303,11 +329,14 @@ class JobStore:
             cur.execute("SELECT id, run_token, worker_pid FROM jobs WHERE status = 'running'")
             return [RunningJob(*row) for row in cur.fetchall()]
 
-    def requeue_interrupted(self, job: RunningJob, reason: str) -> None:
+    def requeue_interrupted(
+        self, job: RunningJob, reason: str, exit_code: int | None = None
+    ) -> None:
         """Put a job whose run the service lost back in the queue, with the same attempt.
 
         It resumes from its last checkpoint; a job whose cancel was asked is cancelled instead.
         """
+        reason = bounded_error(reason)
         with transaction(self.url) as cur:
             cur.execute(
                 "UPDATE jobs SET status = CASE WHEN cancel_requested THEN 'cancelled'"
@@ -318,9 +347,9 @@ class JobStore:
                 (job.job_id, job.run_token),
             )
             cur.execute(
-                "UPDATE job_runs SET outcome = 'interrupted', error = %s, ended_at = now()"
-                " WHERE run_token = %s AND outcome IS NULL",
-                (reason, job.run_token),
+                "UPDATE job_runs SET outcome = 'interrupted', error = %s, ended_at = now(),"
+                " exit_code = coalesce(%s, exit_code) WHERE run_token = %s AND outcome IS NULL",
+                (reason, exit_code, job.run_token),
             )
 
 
@@ -390,6 +419,7 @@ class WorkerLedger:
 
     def fail(self, error: str) -> None:
         """Mark the job failed with the error that stopped it."""
+        error = bounded_error(error)
         self._finish_update(
             "status = 'failed', error = %s, worker_pid = NULL, finished_at = now()",
             (error,),
@@ -426,28 +456,3 @@ class WorkerLedger:
                     " WHERE run_token = %s",
                     (outcome, error, self.run_token),
                 )
-
-
-def hold_service_lock(url: str, wait_seconds: float = 15.0) -> psycopg2.extensions.connection:
-    """Take the one-service-per-database lock and return the connection that holds it.
-
-    Recovery on startup requeues every `running` job, which is only right if no other live
-    service runs them. A killed service's lock goes when Postgres notices its socket closed,
-    which can take a moment, hence the wait.
-    """
-    conn = psycopg2.connect(libpq_url(url))
-    conn.autocommit = True
-    deadline = time.monotonic() + wait_seconds
-    waited = False
-    with conn.cursor() as cur:
-        while True:
-            cur.execute("SELECT pg_try_advisory_lock(%s)", (_SERVICE_LOCK_ID,))
-            if cur.fetchone()[0]:
-                return conn
-            if time.monotonic() > deadline:
-                conn.close()
-                raise ValueError("another GPU service already runs on this database; stop it first")
-            if not waited:
-                log.info("another GPU service holds this database; waiting up to %ss", wait_seconds)
-                waited = True
-            time.sleep(0.5)

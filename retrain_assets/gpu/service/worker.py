@@ -5,7 +5,10 @@ DATA_DIR` with the database URL in the environment (never on the command line, w
 would show its password). Running each job in its own process keeps a crashing or leaking
 training run from taking the API down, and lets the service cap concurrency at its slots.
 Any exception while training becomes the job's recorded error; a process that dies without
-recording one is noticed by the scheduler, which records the crash instead.
+recording one is noticed by the scheduler, which records the crash instead. A worker that
+loses the database (Postgres restarted under it) records nothing and exits with
+DATABASE_UNAVAILABLE_EXIT: the scheduler requeues its job to resume from its last checkpoint
+once Postgres is back, instead of calling it a crash.
 """
 
 from __future__ import annotations
@@ -18,12 +21,20 @@ import threading
 import time
 from pathlib import Path
 
+import psycopg2
+
 from retrain_assets.gpu.service.faults import FaultPlan
-from retrain_assets.gpu.service.store import LostOwnership, WorkerLedger
+from retrain_assets.gpu.service.store import LostOwnership, WorkerLedger, bounded_error
 
 DB_URL_ENV = "RETRAIN_GPU_DB_URL"
 WORKER_MODULE = "retrain_assets.gpu.service.worker"
+DATABASE_UNAVAILABLE_EXIT = 75  # EX_TEMPFAIL: the job's outcome could not be recorded
+DATABASE_ERRORS = (psycopg2.OperationalError, psycopg2.InterfaceError)
 log = logging.getLogger(__name__)
+
+
+class DatabaseUnavailable(Exception):
+    """The worker lost its connection to Postgres: nothing more can be recorded."""
 
 
 class JobCancelled(Exception):
@@ -31,8 +42,8 @@ class JobCancelled(Exception):
 
 
 def describe(error: BaseException) -> str:
-    """Return the text recorded as a job's error: the exception's type and message."""
-    return f"{type(error).__name__}: {error}"
+    """Return the text recorded as a job's error: the exception's type and message, bounded."""
+    return bounded_error(f"{type(error).__name__}: {error}")
 
 
 def job_dir(data_dir: Path, job_id: str) -> Path:
@@ -41,7 +52,17 @@ def job_dir(data_dir: Path, job_id: str) -> Path:
 
 
 def run_job(db_url: str, job_id: str, run_token: str, data_dir: Path) -> None:
-    """Train the claimed job to its end and record the outcome (succeeded/failed/cancelled)."""
+    """Train the claimed job to its end and record the outcome (succeeded/failed/cancelled).
+
+    Raises DatabaseUnavailable, having recorded nothing, when Postgres cannot be reached.
+    """
+    try:
+        _run_job(db_url, job_id, run_token, data_dir)
+    except DATABASE_ERRORS as error:
+        raise DatabaseUnavailable(f"job {job_id}: database unavailable: {error}") from error
+
+
+def _run_job(db_url: str, job_id: str, run_token: str, data_dir: Path) -> None:
     # Imported here: the scheduler imports this module for its constants and needs no LightGBM.
     from retrain_assets.gpu.service.trainer import TrainingHooks, train
 
@@ -68,8 +89,8 @@ def run_job(db_url: str, job_id: str, run_token: str, data_dir: Path) -> None:
             log.info("job %s: %s", job_id, cancel)
             ledger.cancelled()
             return
-        except LostOwnership:
-            raise
+        except (LostOwnership, *DATABASE_ERRORS):
+            raise  # a lost database is not the job's error: nothing can be recorded now
         except Exception as error:
             log.exception("job %s failed", job_id)
             ledger.fail(describe(error))
@@ -123,7 +144,11 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.INFO, format="%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"
     )
     exit_with_parent(args.parent_pid)
-    run_job(os.environ[DB_URL_ENV], args.job_id, args.run_token, args.data_dir)
+    try:
+        run_job(os.environ[DB_URL_ENV], args.job_id, args.run_token, args.data_dir)
+    except DatabaseUnavailable as lost:
+        log.error("%s; exiting without recording anything", lost)
+        return DATABASE_UNAVAILABLE_EXIT
     return 0
 
 

@@ -1,0 +1,133 @@
+"""The sensor's side of the hand-off: the facts of every waiting customer, and its run requests.
+
+Per tick, for all customers in a hand-off state at once: one runs query by the `retrain/run_key`
+tag (the candidate runs requested for those run keys, any attempt), one `gate_results` query
+(the latest `beats_champion` verdict of each run key), and, only for a run key whose verdict is
+a pass, its `registered_model` materialization in the event log. The machine decides from those
+facts (`machines/handoff.py`); this module then turns every hand-off state whose attempt has
+no run yet into a `RunRequest` keyed `candidate-<run key>-<attempt>` (built by the sensor's
+`candidate_request`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+
+import dagster as dg
+
+from retrain_assets.machines.handoff import (
+    ATTEMPT,
+    HANDOFF_STATES,
+    CandidateRun,
+    HandoffFacts,
+    RecordedVerdict,
+)
+from retrain_assets.machines.store import Pointer
+from retrain_assets.models.lineage import metadata_for_run_key
+from retrain_assets.models.registered_model_asset import registered_model
+from retrain_assets.store.database import transaction
+
+RUN_KEY_TAG = "retrain/run_key"
+ATTEMPT_TAG = "retrain/handoff_attempt"
+GATE = "beats_champion"
+_FAILURE_TEXT = 300  # characters of a failed run's error kept in the machine's history
+
+
+def handoff_facts(
+    instance: dg.DagsterInstance, db_url: str, pointers: Sequence[Pointer]
+) -> dict[tuple[str, str], HandoffFacts]:
+    """Return the facts of each pointer's run key, keyed by (customer, run key)."""
+    if not pointers:
+        return {}
+    keys = sorted({p.run_key for p in pointers})
+    runs = _candidate_runs(instance, keys)
+    verdicts = latest_verdicts(db_url, keys)
+    facts: dict[tuple[str, str], HandoffFacts] = {}
+    for p in pointers:
+        verdict = verdicts.get(p.run_key)
+        registered = None
+        if verdict is not None and verdict.passed:
+            shown = metadata_for_run_key(instance, registered_model.key, p.customer, p.run_key)
+            registered = str(shown["version"]) if shown.get("version") is not None else None
+        mine = runs.get((p.customer, p.run_key), [])
+        facts[(p.customer, p.run_key)] = HandoffFacts(
+            tuple(_with_failure(instance, run, p.payload.get(ATTEMPT)) for run in mine),
+            verdict,
+            registered,
+        )
+    return facts
+
+
+def _candidate_runs(
+    instance: dg.DagsterInstance, keys: list[str]
+) -> dict[tuple[str, str], list[CandidateRun]]:
+    """Return the requested candidate runs of these run keys, per (customer, run key)."""
+    found: dict[tuple[str, str], list[CandidateRun]] = {}
+    for run in instance.get_runs(filters=dg.RunsFilter(tags={RUN_KEY_TAG: keys})):
+        attempt = run.tags.get(ATTEMPT_TAG, "")
+        if not attempt.isdigit():  # a run launched by hand: no attempt of the hand-off
+            continue
+        key = (run.tags.get("customer", ""), run.tags[RUN_KEY_TAG])
+        found.setdefault(key, []).append(
+            CandidateRun(int(attempt), run.run_id, run.status.value, run.is_finished)
+        )
+    return found  # newest first, as get_runs returns them
+
+
+def _with_failure(
+    instance: dg.DagsterInstance, run: CandidateRun, current: object
+) -> CandidateRun:
+    """Add the error of the current attempt's unsuccessful run (the only one that is read)."""
+    if not run.finished or run.status == "SUCCESS" or str(run.attempt) != str(current):
+        return run
+    return CandidateRun(run.attempt, run.run_id, run.status, True, failure_of(instance, run.run_id))
+
+
+def failure_of(instance: dg.DagsterInstance, run_id: str) -> str | None:
+    """Return the first line of a failed run's first step failure (or run failure), if any."""
+    for kind in (dg.DagsterEventType.STEP_FAILURE, dg.DagsterEventType.RUN_FAILURE):
+        records = instance.get_records_for_run(run_id, of_type=kind, limit=1).records
+        for record in records:
+            event = record.event_log_entry.dagster_event
+            data = getattr(event, "event_specific_data", None) if event else None
+            error = getattr(data, "error", None)
+            text = error.message if error is not None else (event.message if event else None)
+            if text:
+                return text.strip().splitlines()[0][:_FAILURE_TEXT]
+    return None
+
+
+def latest_verdicts(db_url: str, run_keys: Iterable[str]) -> dict[str, RecordedVerdict]:
+    """Return the latest `beats_champion` verdict of each run key that has one."""
+    with transaction(db_url) as cur:
+        cur.execute(
+            "SELECT DISTINCT ON (run_key) run_key, passed, reason FROM gate_results"
+            " WHERE run_key = ANY(%s) AND gate = %s ORDER BY run_key, id DESC",
+            (list(run_keys), GATE),
+        )
+        return {key: RecordedVerdict(passed, reason) for key, passed, reason in cur.fetchall()}
+
+
+RequestBuilder = Callable[[str, str, int], dg.RunRequest]  # (customer, run key, attempt)
+
+
+def handoff_requests(
+    pointers: Iterable[Pointer],
+    facts: Mapping[tuple[str, str], HandoffFacts],
+    build: RequestBuilder,
+) -> list[dg.RunRequest]:
+    """Return a request for each hand-off whose current attempt has no run in the instance.
+
+    A tick evaluated twice asks again for the same attempt (same Dagster run key: Dagster
+    launches it once); a new attempt is only ever chosen by the machine, after a run ended.
+    """
+    requests = []
+    for p in pointers:
+        attempt = p.payload.get(ATTEMPT)
+        if p.state not in HANDOFF_STATES or p.terminal or attempt is None:
+            continue
+        known = facts.get((p.customer, p.run_key))
+        if known is not None and known.run_of(int(attempt)) is not None:
+            continue
+        requests.append(build(p.customer, p.run_key, int(attempt)))
+    return requests

@@ -1,0 +1,232 @@
+"""Answering one request: route each row, predict, log every prediction, then answer.
+
+For each row the customer's route decides champion or canary (routing.canary_mask). Rows
+served by the champion are logged with alias champion, served true; a row routed to the canary
+is logged twice: the canary's prediction (served) and the champion's shadow prediction
+(served false), so the rollout's analysis compares both on the same rows. Every row carries
+the route's rollout id and step. The answer is given only after the log has committed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from retrain_assets.customer_names import InvalidCustomerName, validate_customer_name
+from retrain_assets.serving.forecaster import Forecaster, PredictionFailed
+from retrain_assets.serving.inputs import FeatureBatch
+from retrain_assets.serving.prediction_log import LogRow, LogUnavailable, PredictionLogWriter
+from retrain_assets.serving.routes import Route, RouteTable
+from retrain_assets.serving.routing import canary_mask
+
+CHAMPION = "champion"
+CANARY = "canary"
+
+
+class ServingError(Exception):
+    """A request the service cannot answer: `status` and the reason."""
+
+    def __init__(self, status: int, message: str) -> None:
+        """Keep the HTTP status with the message."""
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Forecast:
+    """The answer to one request, row by row (predictions may be NaN or infinite)."""
+
+    customer: str
+    keys: list[str]
+    predictions: np.ndarray
+    versions: list[str]
+    aliases: list[str]
+    route: Route
+
+
+@dataclass
+class _Outcome:
+    """One model's predictions for some rows, or why it made none."""
+
+    predictions: np.ndarray | None
+    error: str | None
+
+
+def _predict(model: Forecaster, features: np.ndarray) -> _Outcome:
+    try:
+        return _Outcome(model.predict(features), None)
+    except PredictionFailed as failure:
+        return _Outcome(None, str(failure))
+
+
+class Predictor:
+    """Routes, predicts and logs; the HTTP layer only translates bodies and errors."""
+
+    def __init__(
+        self,
+        routes: RouteTable,
+        models: Callable[[str, str], Forecaster],
+        log: PredictionLogWriter,
+        clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
+    ) -> None:
+        """Answer from `routes`, with models from `models(customer, version)`, into `log`."""
+        self.routes = routes
+        self.models = models
+        self.log = log
+        self.clock = clock
+
+    def route(self, customer: str) -> Route:
+        """Return the customer's route with a champion.
+
+        Raises:
+            ServingError: 404 for a name that is not a customer slug or has no route; 409
+                when the route has no champion yet; 503 before the route table was read.
+        """
+        try:
+            validate_customer_name(customer)
+        except InvalidCustomerName as error:
+            raise ServingError(404, f"unknown customer: {error}") from None
+        if not self.routes.loaded:
+            raise ServingError(503, "the route table has not been read yet; try again shortly")
+        route = self.routes.get(customer)
+        if route is None:
+            raise ServingError(
+                404, f"unknown customer {customer!r}: no serving route (nothing deployed)"
+            )
+        if route.champion_version is None:
+            raise ServingError(
+                409, f"customer {customer!r} has no champion yet: deploy a model first"
+            )
+        return route
+
+    def _model(self, customer: str, version: str) -> Forecaster:
+        try:
+            return self.models(customer, version)
+        except Exception as error:  # MLflow down, version deleted, corrupt artifact
+            raise ServingError(
+                503, f"model version {version} of {customer} could not be loaded: {error}"
+            ) from error
+
+    def forecast(self, customer: str, batch: FeatureBatch) -> Forecast:
+        """Predict every row, log all predictions (committed), and return the served ones.
+
+        Raises:
+            ServingError: the route's errors (`route`); 503 when a model cannot be loaded or
+                the log cannot commit (nothing acknowledged); 500 naming the reason when the
+                model serving a row failed to predict (the failure is logged first).
+        """
+        route = self.route(customer)
+        to_canary = (
+            canary_mask(customer, batch.keys, route.canary_weight)
+            if route.canary_version is not None
+            else np.zeros(len(batch), dtype=bool)
+        )
+        champion = self._model(customer, route.champion_version)
+        canary = self._model(customer, route.canary_version) if to_canary.any() else None
+        served_at = self.clock()
+        by_champion = _predict(champion, batch.features)
+        by_canary = _predict(canary, batch.features[to_canary]) if canary is not None else None
+        rows = _log_rows(customer, batch, route, to_canary, by_champion, by_canary, served_at)
+        try:
+            self.log.write(rows)
+        except LogUnavailable as error:
+            raise ServingError(503, f"nothing was answered: {error}") from error
+        return _served(customer, batch, route, to_canary, by_champion, by_canary)
+
+
+def _log_rows(
+    customer: str,
+    batch: FeatureBatch,
+    route: Route,
+    to_canary: np.ndarray,
+    by_champion: _Outcome,
+    by_canary: _Outcome | None,
+    served_at: dt.datetime,
+) -> list[LogRow]:
+    """Return one row per served prediction, plus the champion's shadow of each canary row."""
+    champion, canary = route.champion_version or "", route.canary_version or ""
+    nothing: list[float | None] = [None] * len(batch)
+    champion_values = (
+        by_champion.predictions.tolist() if by_champion.predictions is not None else nothing
+    )
+    canary_values: list[float | None] = nothing
+    if by_canary is not None and by_canary.predictions is not None:
+        canary_values = nothing.copy()
+        for i, value in zip(np.flatnonzero(to_canary), by_canary.predictions.tolist(), strict=True):
+            canary_values[i] = value
+    rows: list[LogRow] = []
+    for i, (key, store, item, day) in enumerate(
+        zip(batch.keys, batch.store_ids, batch.item_ids, batch.dates, strict=True)
+    ):
+        if by_canary is not None and to_canary[i]:
+            rows.append(
+                LogRow(
+                    customer,
+                    canary,
+                    CANARY,
+                    True,
+                    key,
+                    store,
+                    item,
+                    day,
+                    canary_values[i],
+                    by_canary.error,
+                    route.rollout_id,
+                    route.step,
+                    served_at,
+                )
+            )
+            served = False  # the champion's prediction of this row is its shadow
+        else:
+            served = True
+        rows.append(
+            LogRow(
+                customer,
+                champion,
+                CHAMPION,
+                served,
+                key,
+                store,
+                item,
+                day,
+                champion_values[i],
+                by_champion.error,
+                route.rollout_id,
+                route.step,
+                served_at,
+            )
+        )
+    return rows
+
+
+def _served(
+    customer: str,
+    batch: FeatureBatch,
+    route: Route,
+    to_canary: np.ndarray,
+    by_champion: _Outcome,
+    by_canary: _Outcome | None,
+) -> Forecast:
+    """Return what each row was served, or raise 500 if a serving model failed."""
+    uses_champion = not (by_canary is not None and to_canary.all())
+    failures = [by_champion.error if uses_champion else None]
+    failures.append(by_canary.error if by_canary is not None else None)
+    reasons = [reason for reason in failures if reason]
+    if reasons:
+        raise ServingError(500, "; ".join(reasons))
+    predictions = by_champion.predictions.copy() if by_champion.predictions is not None else None
+    if predictions is None:  # every row went to the canary, whose predictions are all there
+        predictions = np.full(len(batch), math.nan)
+    versions = [route.champion_version] * len(batch)
+    aliases = [CHAMPION] * len(batch)
+    if by_canary is not None and by_canary.predictions is not None:
+        predictions[to_canary] = by_canary.predictions
+        for i in np.flatnonzero(to_canary):
+            versions[i] = route.canary_version
+            aliases[i] = CANARY
+    return Forecast(customer, batch.keys, predictions, versions, aliases, route)

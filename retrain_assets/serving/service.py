@@ -1,0 +1,143 @@
+"""`retrain-assets serve`: the prediction service process, wired and run until SIGTERM.
+
+Everything that can fail with a plain reason (a setting, the port, the database) is checked
+before uvicorn starts. Shutdown on SIGINT/SIGTERM is uvicorn's graceful one: it stops
+accepting, lets the requests in flight finish (each waits for its log commit), then the app's
+lifespan stops the route refresher and drains the prediction log, and `serve` returns.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import threading
+
+from retrain_assets.registry.mlflow_registry import MlflowRegistry
+from retrain_assets.serving.app import create_app
+from retrain_assets.serving.forecaster import Forecaster
+from retrain_assets.serving.model_cache import ModelCache
+from retrain_assets.serving.prediction_log import PredictionLogWriter
+from retrain_assets.serving.predictor import Predictor
+from retrain_assets.serving.routes import Route, RouteRefresher, RouteTable
+from retrain_assets.settings import (
+    mlflow_tracking_uri,
+    serve_max_models,
+    serve_max_rows,
+    serve_refresh_seconds,
+    serve_token,
+)
+from retrain_assets.store.resource import ProjectDatabase
+
+DEFAULT_HOST = "127.0.0.1"
+TOKEN_ENV = "RETRAIN_SERVE_TOKEN"
+
+log = logging.getLogger(__name__)
+
+
+class _StopSignal(Exception):
+    """SIGINT or SIGTERM arrived; uvicorn re-raises it after its graceful shutdown."""
+
+
+def _raise_stop(signum: int, _frame: object) -> None:
+    raise _StopSignal(signal.Signals(signum).name)
+
+
+def _check_port_free(host: str, port: int) -> None:
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as error:
+            raise ValueError(f"cannot listen on {host}:{port}: {error.strerror}") from error
+
+
+def _token() -> str:
+    if not os.environ.get(TOKEN_ENV):
+        log.warning(
+            "%s is not set: accepting the development token; set it before exposing the service",
+            TOKEN_ENV,
+        )
+    return serve_token()
+
+
+class ModelLoader:
+    """Loads (customer, version) from the MLflow registry, one load at a time.
+
+    The registry points MLflow's process-wide tracking URI at its server for each load;
+    loads are rare (a route move, a cold customer), so they are simply serialized.
+    """
+
+    def __init__(self, registry: MlflowRegistry) -> None:
+        """Load from `registry`."""
+        self.registry = registry
+        self._lock = threading.Lock()
+
+    def __call__(self, customer: str, version: str) -> Forecaster:
+        """Return the version's forecaster, loaded now."""
+        with self._lock:
+            booster = self.registry.load_version(customer, version)
+        log.info("loaded model version %s of %s", version, customer)
+        return Forecaster.of(customer, version, booster)
+
+
+def serve(host: str = DEFAULT_HOST, port: int = 8080) -> None:
+    """Run the prediction service until SIGINT/SIGTERM.
+
+    Routes and the log live in the project database (RETRAIN_APP_PG_URL under `up`, else the
+    embedded server, migrated); models come from MLflow at MLFLOW_TRACKING_URI (or the local
+    server's address).
+
+    Raises:
+        ValueError: a setting is invalid or the port is taken, with the reason.
+    """
+    import uvicorn  # imported here: the CLI's other commands never need it
+
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    token, max_models, max_rows = _token(), serve_max_models(), serve_max_rows()
+    refresh = serve_refresh_seconds()
+    _check_port_free(host, port)
+    # MLflow's client retries an unreachable server for minutes; a request waiting on a model
+    # load should hear sooner (the route stays put and the load is tried again).
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # one log line a load
+    url = ProjectDatabase().connection_url()
+    cache: ModelCache[Forecaster] = ModelCache(
+        ModelLoader(MlflowRegistry(mlflow_tracking_uri())), max_models
+    )
+
+    def preload(route: Route) -> None:
+        for version in route.versions():
+            cache.get(route.customer, version)
+
+    table = RouteTable()
+    writer = PredictionLogWriter(url)
+    predictor = Predictor(table, cache.get, writer)
+    refresher = RouteRefresher(url, table, preload, refresh)
+    app = create_app(predictor, refresher, writer, token, max_rows)
+    handlers = (
+        {sig: signal.signal(sig, _raise_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+        if threading.current_thread() is threading.main_thread()
+        else {}
+    )
+    try:
+        log.info(
+            "prediction service on http://%s:%d: models from %s, at most %d in memory, "
+            "%d rows a request, routes read every %.1f s",
+            host,
+            port,
+            mlflow_tracking_uri(),
+            max_models,
+            max_rows,
+            refresh,
+        )
+        uvicorn.run(app, host=host, port=port, log_level="info", access_log=False)
+    except _StopSignal as stop:
+        log.info("stopped by %s", stop)
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)

@@ -1,0 +1,75 @@
+"""Journey (b): reading each customer's beats_champion verdict in model_candidate's Checks tab.
+
+Two customers, trained through the real GPU service and the daemon's poller: one candidate
+that beats seasonal naive, and one that does not beat the champion it is measured against
+(the first customer's kind of candidate, made champion, then a barely trained challenger).
+"""
+
+import re
+
+import pytest
+
+from retrain_assets.registry.mlflow_registry import CHAMPION, MlflowRegistry, model_name
+from retrain_assets_tests.ui.dagster_ui import check_partition_detail
+from retrain_assets_tests.ui.model_runs import (
+    training_run_key,
+    verdict,
+    wait_for_candidate_run_end,
+)
+from retrain_assets_tests.ui.tenants import FIRST_FEATURE_DAY, FIRST_LANDED, LAST_DAY, land
+from retrain_assets_tests.ui_actions import launch_run, publish_days, wait_for_run
+
+pytestmark = [pytest.mark.system, pytest.mark.browser]
+
+WEAK = {"num_boost_round": 2, "learning_rate": 0.01}  # barely moves off the mean
+VERDICT_TAG = re.compile(r"^(Passed|Failed)$")
+
+
+def train(platform, customer: str, **params) -> tuple[str, str]:
+    """Train a customer on the journeys' snapshot as the launchpad would; wait for the gate.
+
+    Returns the run key and how its candidate run ended (a failed gate fails that run).
+    """
+    config = {"first_day": FIRST_FEATURE_DAY, "last_day": LAST_DAY, **params}
+    run_id = launch_run(
+        platform, "__ASSET_JOB", {"dagster/partition": customer}, ["training_job"],
+        run_config={"ops": {"training_job": {"config": config}}},
+    )
+    wait_for_run(platform, run_id)
+    key = training_run_key(platform, customer)
+    return key, wait_for_candidate_run_end(platform, key, seconds=180)
+
+
+def read_gate(journey, customer: str) -> tuple[str, str]:
+    """Open beats_champion for the customer's partition; return its verdict tag and text."""
+    pane = check_partition_detail(journey, "model_candidate", "beats_champion", customer)
+    journey.shot(f"beats_champion of {customer}")
+    tag = pane.locator("span[data-tooltip]").filter(has_text=VERDICT_TAG).first
+    return tag.inner_text(), pane.inner_text()
+
+
+def test_each_customers_gate_verdict_reads_the_same_in_the_checks_tab(journey, ui_platform):
+    platform = ui_platform
+    winner, loser = land(platform, "gate-pass"), land(platform, "gate-fail")
+    publish_days(platform, "sales", FIRST_LANDED.isoformat(), LAST_DAY)
+    publish_days(platform, "store_day_features", FIRST_FEATURE_DAY, LAST_DAY)
+
+    winner_key, ended = train(platform, winner)
+    assert ended == "SUCCESS" and verdict(platform, winner_key).passed
+    champion_key, ended = train(platform, loser)
+    assert ended == "SUCCESS"
+    registry = MlflowRegistry(platform.mlflow_url())
+    [champion] = registry.versions_of(loser, champion_key)
+    registry.client.set_registered_model_alias(model_name(loser), CHAMPION, champion.version)
+    loser_key, ended = train(platform, loser, **WEAK)
+    assert ended == "FAILURE"  # the blocking check failed: registered_model never ran
+    expected = {winner: verdict(platform, winner_key), loser: verdict(platform, loser_key)}
+    assert not expected[loser].passed
+    assert f"{model_name(loser)} v{champion.version}" in expected[loser].reason
+
+    for customer, recorded in expected.items():
+        tag, text = read_gate(journey, customer)
+        assert tag == ("Passed" if recorded.passed else "Failed"), text
+        assert recorded.reason in text  # the description, in one sentence
+        assert recorded.reference in text  # the metadata: what it was measured against
+        assert recorded.dagster_run_id[:8] in text  # the evaluation of this run
