@@ -20,7 +20,7 @@ from retrain_assets.deployment.tracking import active_run_id
 from retrain_assets.deployment.versions import challenger_of
 from retrain_assets.features.parquet_store import PartitionStorage
 from retrain_assets.models.export import MODEL_FEATURES
-from retrain_assets.models.gate import Champion, evaluate
+from retrain_assets.models.gate import ReferenceModel, evaluate
 from retrain_assets.models.gate_results import GateResult, record_gate_result
 from retrain_assets.models.registered_model_asset import registered_model
 from retrain_assets.models.scoring import Verdict
@@ -66,9 +66,11 @@ def challenger_beats_champion_now(
         champion = None
         if champion_version is not None:
             champion_model = registry.load_version(customer, champion_version)
-            champion = Champion(
-                f"{model_name(customer)} v{champion_version}",
+            champion = ReferenceModel(
+                f"champion {model_name(customer)} v{champion_version}",
                 lambda frame: champion_model.predict(frame[MODEL_FEATURES]),
+                CHAMPION,
+                champion_version,
             )
         outcome = evaluate(rows, lambda frame: booster.predict(frame[MODEL_FEATURES]), champion,
                            settings.deploy_margin)
@@ -80,7 +82,8 @@ def challenger_beats_champion_now(
             candidate_wape=verdict.candidate_wape, reference_wape=verdict.reference_wape,
             reference=verdict.reference, champion_version=champion_version,
             margin=settings.deploy_margin, holdout_window=window.span, rows_scored=len(rows),
-            reason=verdict.reason, dagster_run_id=context.run.run_id, gate=CHECK_NAME,
+            reason=verdict.reason, dagster_run_id=context.run.run_id,
+            reference_version=champion_version, gate=CHECK_NAME,
             model_version=challenger.version,
         ),
     )

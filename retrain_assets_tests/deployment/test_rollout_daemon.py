@@ -5,7 +5,8 @@ and 20 rows with actuals, the deploy-time check on the newest 3 days: SHARED_PLA
 The module lands its own tenants with the simulator (2025-01-01, a Wednesday, to 2025-03-05,
 a Wednesday), publishes their features through GraphQL, registers LightGBM versions in the
 platform's MLflow, deploys from the UI's path, and sends forecast requests the way a retailer
-would. The tests run in order; the last one audits everything they did.
+would: through the platform's prediction service. The tests run in order; the last one audits
+everything they did.
 """
 
 from __future__ import annotations
@@ -18,19 +19,18 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import pytest
+import requests
 
 from retrain_assets.demo.forecast_requests import request_rows
 from retrain_assets.demo.simulate import land_tenant
 from retrain_assets.demo.tenants import TenantSpec
 from retrain_assets.models.export import LABEL, MODEL_FEATURES
 from retrain_assets.registry.mlflow_registry import CHAMPION, MlflowRegistry, model_name
-from retrain_assets_tests.deployment.contract import serve_rows
 from retrain_assets_tests.deployment.platform_helpers import (
     app,
     cli,
     days,
     features,
-    forecaster,
     launch,
     register_version,
     step_failures,
@@ -47,6 +47,7 @@ FIRST_FEATURE_DAY = START + dt.timedelta(days=28)  # features look 28 days of sa
 WEEKEND = days(dt.date(2025, 3, 6), dt.date(2025, 3, 9))  # Thursday .. Sunday
 ROLES = ("good", "degraded", "blocked", "busy", "auto")
 SHARE_TOLERANCE = 0.05  # canary share of a step's request keys: weight +- 5 points
+BATCH = 2000  # rows per forecast request
 
 
 @dataclass
@@ -127,21 +128,26 @@ def published_requests(world: World, role: str, first: dt.date, last: dt.date) -
 
 
 def send(world: World, role: str, rows: list[dict]) -> None:
-    """Ask for forecasts of `rows` (the prediction service's contract: docs/deployment.md)."""
-    customer = world.name(role)
-    route = app(world.platform, "SELECT champion_version, canary_version FROM serving_routes"
-                " WHERE customer = %s", (customer,))[0]
-    frame = pd.DataFrame(rows)
-    keys = list(zip(frame["store_id"], frame["item_id"],
-                    pd.to_datetime(frame["date"]).dt.date, strict=True))
-    models = {}
-    for version in {v for v in route if v}:
-        predictions = forecaster(world.platform, customer, version).predict(
-            frame[MODEL_FEATURES].astype(float)
+    """Ask the platform's prediction service for forecasts of `rows`, as a retailer does."""
+    url, token = world.platform.serve_url(), world.platform.serve_token()
+    for start in range(0, len(rows), BATCH):
+        answer = requests.post(
+            f"{url}/forecast/{world.name(role)}", json={"rows": rows[start : start + BATCH]},
+            headers={"Authorization": f"Bearer {token}"}, timeout=60,
         )
-        table = dict(zip(keys, predictions, strict=True))
-        models[version] = lambda s, i, d, table=table: float(table[(s, i, d)])
-    serve_rows(world.platform.environment()["RETRAIN_APP_PG_URL"], customer, keys, models)
+        assert answer.status_code == 200, answer.text
+
+
+def wait_until_served(world: World, role: str, canary: str | None) -> None:
+    """Wait until the prediction service routes the tenant's canary (None: has no canary)."""
+    url, token = world.platform.serve_url(), world.platform.serve_token()
+
+    def routed() -> bool:
+        answer = requests.get(f"{url}/v2/models/{world.name(role)}",
+                              headers={"Authorization": f"Bearer {token}"}, timeout=30)
+        return answer.ok and answer.json()["parameters"]["canary_version"] == canary
+
+    wait_until(routed, 60, f"the prediction service routing {world.name(role)}'s canary")
 
 
 def shares(world: World, rollout_id: int) -> dict[str, float]:
@@ -221,6 +227,7 @@ def test_a_challenger_that_forecasts_badly_on_the_newest_actuals_is_rolled_back(
     assert wait_for_end(platform, run) == "SUCCESS", step_failures(platform, run)
     rollout_id = rollout_of(world, "degraded")[0]
     spec = world.tenants["degraded"]
+    wait_until_served(world, "degraded", blind)
     send(world, "degraded", [row for day in WEEKEND for row in request_rows(spec, day)])
     land_tenant(str(platform.home / "landing"), spec, WEEKEND)
     publish_days(platform, "sales", WEEKEND[0].isoformat(), WEEKEND[-1].isoformat())
