@@ -120,12 +120,29 @@ def _audit(args: argparse.Namespace) -> int:
     for problem in problems:
         print(problem.message)
     scope = f"customer {args.customer}" if args.customer else "every customer"
+    deployments = _audit_deployments(uri, args.customer)
     if problems:
         keys = sorted({problem.run_key for problem in problems})
         print(f"{len(keys)} run key(s) duplicated in MLflow at {uri} ({scope})", file=sys.stderr)
+    if deployments:
+        print(f"{deployments} deployment mismatch(es) ({scope})", file=sys.stderr)
+    if problems or deployments:
         return 1
     print(f"no run key has more than one candidate run or registered version ({scope}, {uri})")
+    print(f"every champion move matches one deployment decision and one promoted rollout ({scope})")
     return 0
+
+
+def _audit_deployments(uri: str, customer: str | None) -> int:
+    """Print the deployment audit's mismatches; return how many."""
+    from retrain_assets.deployment.commands import audit_lines
+    from retrain_assets.registry.mlflow_registry import MlflowRegistry
+    from retrain_assets.store.resource import ProjectDatabase
+
+    lines = audit_lines(ProjectDatabase().connection_url(), MlflowRegistry(uri), customer)
+    for line in lines:
+        print(line)
+    return len(lines)
 
 
 def _decisions(args: argparse.Namespace) -> int:
@@ -135,6 +152,38 @@ def _decisions(args: argparse.Namespace) -> int:
     url = ProjectDatabase().connection_url()
     print("\n".join(decision_lines(url, args.customer, args.limit)))
     return 0
+
+
+def _deployments(args: argparse.Namespace) -> int:
+    from retrain_assets.deployment.commands import auto_lines, deployment_lines, set_auto
+    from retrain_assets.store.resource import ProjectDatabase
+
+    url = ProjectDatabase().connection_url()
+    if args.action == "auto":
+        if args.value is None:
+            print("\n".join(auto_lines(url, args.customer_name)))
+        else:
+            print(set_auto(url, args.customer_name, args.value, _who()))
+        return 0
+    print("\n".join(deployment_lines(url, args.customer, args.limit)))
+    return 0
+
+
+def _rollback(args: argparse.Namespace) -> int:
+    from retrain_assets.deployment.commands import rollback_now
+    from retrain_assets.registry.mlflow_registry import MlflowRegistry
+    from retrain_assets.settings import mlflow_tracking_uri
+    from retrain_assets.store.resource import ProjectDatabase
+
+    url = ProjectDatabase().connection_url()
+    registry = MlflowRegistry(mlflow_tracking_uri())
+    print(rollback_now(url, registry, args.customer, args.reason, args.by or _who()))
+    return 0
+
+
+def _who() -> str:
+    """Return who runs a command, for the records (`$USER`, else the command)."""
+    return os.environ.get("USER") or os.environ.get("USERNAME") or "retrain-assets CLI"
 
 
 _POLICY_OPTIONS = {  # CLI flag -> (setting, type)
@@ -252,6 +301,26 @@ def build_parser() -> argparse.ArgumentParser:
     decisions.add_argument("--customer", default=None, help="one customer's decisions only")
     decisions.add_argument("--limit", type=int, default=50, help="at most this many (50)")
     decisions.set_defaults(handler=_decisions)
+    deployments = sub.add_parser(
+        "deployments", help="list deployment decisions and their rollouts; `auto` settings"
+    )
+    deployments.add_argument("--customer", default=None, help="one customer's decisions only")
+    deployments.add_argument("--limit", type=int, default=50, help="at most this many (50)")
+    deployments.set_defaults(handler=_deployments, action="list")
+    deployments_sub = deployments.add_subparsers(dest="action")
+    auto = deployments_sub.add_parser(
+        "auto", help="show or set whether a passing registration deploys by itself"
+    )
+    auto.add_argument("customer_name", metavar="CUSTOMER", nargs="?", default=None)
+    auto.add_argument("value", nargs="?", choices=["on", "off"], default=None)
+    auto.set_defaults(handler=_deployments)
+    rollback = sub.add_parser(
+        "rollback", help="abort a customer's rollout by hand: the canary gets no traffic"
+    )
+    rollback.add_argument("customer")
+    rollback.add_argument("--reason", required=True, help="why (recorded with the rollback)")
+    rollback.add_argument("--by", default=None, help="who (default: $USER)")
+    rollback.set_defaults(handler=_rollback)
     policy = sub.add_parser("policy", help="the retraining policy's per-customer settings")
     policy_sub = policy.add_subparsers(dest="action", required=True)
     show = policy_sub.add_parser("show", help="effective settings; * marks an override")

@@ -7,10 +7,15 @@ import dagster as dg
 from retrain_assets.automation.customer_discovery import customer_discovery
 from retrain_assets.automation.gpu_job_poller import gpu_job_poller
 from retrain_assets.automation.landing_arrivals import landing_arrivals
+from retrain_assets.automation.rollout_controller import rollout_controller
+from retrain_assets.deployment.tracking import deployment_mlflow
 from retrain_assets.features.parquet_store import DailyParquetIOManager, PartitionStorage
 from retrain_assets.features.sales_asset import sales
 from retrain_assets.features.store_day_features_asset import store_day_features
 from retrain_assets.models.beats_champion_check import GateSettings, beats_champion
+from retrain_assets.models.challenger_now_check import challenger_beats_champion_now
+from retrain_assets.models.deployed_model_asset import deployed_model
+from retrain_assets.models.deployment_audit_check import deployments_match_decisions
 from retrain_assets.models.model_candidate_asset import model_candidate
 from retrain_assets.models.registered_model_asset import registered_model
 from retrain_assets.models.resources import GpuServiceResource
@@ -22,6 +27,7 @@ from retrain_assets.registry.resource import MlflowRegistryResource
 from retrain_assets.store.resource import ProjectDatabase
 
 FEATURES_JOB = "features_job"
+DEPLOY_JOB = "deploy_model"
 
 
 def build_definitions() -> dg.Definitions:
@@ -32,8 +38,14 @@ def build_definitions() -> dg.Definitions:
     """
     storage = PartitionStorage()
     return dg.Definitions(
-        assets=[sales, store_day_features, training_job, model_candidate, registered_model],
-        asset_checks=[beats_champion, one_version_per_run_key],
+        assets=[
+            sales, store_day_features, training_job, model_candidate, registered_model,
+            deployed_model,
+        ],
+        asset_checks=[
+            beats_champion, one_version_per_run_key, challenger_beats_champion_now,
+            deployments_match_decisions,
+        ],
         jobs=[
             dg.define_asset_job(
                 FEATURES_JOB,
@@ -44,8 +56,19 @@ def build_definitions() -> dg.Definitions:
                 executor_def=dg.in_process_executor,
             ),
             approve_drift_retraining,
+            dg.define_asset_job(
+                DEPLOY_JOB,
+                selection=dg.AssetSelection.assets(deployed_model)
+                | dg.AssetSelection.checks(challenger_beats_champion_now),
+                description="Deploy a customer's challenger: the blocking deploy-time check "
+                "challenger_beats_champion_now, then deployed_model (the decision and the "
+                "start of its canary rollout).",
+            ),
         ],
-        sensors=[customer_discovery, gpu_job_poller, retraining_policy, landing_arrivals],
+        sensors=[
+            customer_discovery, gpu_job_poller, retraining_policy, landing_arrivals,
+            rollout_controller,
+        ],
         resources={
             "project_db": ProjectDatabase(),
             "partition_storage": storage,
@@ -53,6 +76,7 @@ def build_definitions() -> dg.Definitions:
             "gpu_service": GpuServiceResource(),
             "mlflow_registry": MlflowRegistryResource(),
             "gate_settings": GateSettings(),
+            "deployment_mlflow": deployment_mlflow,
         },
     )
 

@@ -12,6 +12,13 @@ SHARED_PLATFORM_ENV = {
     # the retraining policy is left to the tests that start a platform of their own
     "RETRAIN_POLICY_INTERVAL_SECONDS": "3600",
     "RETRAIN_GPU_ALLOW_FAULTS": "1",
+    # rollouts (retrain_assets_tests/deployment): steps of seconds, judged on a few dozen rows
+    "RETRAIN_ROLLOUT_INTERVAL_SECONDS": "2",
+    "RETRAIN_ROLLOUT_STEP_SECONDS": "6",
+    "RETRAIN_ROLLOUT_MIN_PREDICTIONS": "20",
+    "RETRAIN_ROLLOUT_MIN_ACTUALS": "20",
+    "RETRAIN_ROLLOUT_MAX_NO_DATA_INTERVALS": "300",
+    "RETRAIN_DEPLOY_CHECK_DAYS": "3",
     # tests here publish their days by hand; the landing automation has a platform of its own
     "RETRAIN_LANDING_AUTOMATION": "off",
 }

@@ -29,11 +29,14 @@ from retrain_assets.automation.handoff import (
     handoff_facts,
     handoff_requests,
 )
+from retrain_assets.deployment.records import auto_deploy_ready
+from retrain_assets.deployment.selection import registration_selection
 from retrain_assets.gpu.protocol import Job, JobStatus
 from retrain_assets.machines.engine import advance_many
 from retrain_assets.machines.handoff import HANDOFF_STATES, FactsByCustomer, request_key
 from retrain_assets.machines.store import Pointer, unfinished_pointers
 from retrain_assets.machines.training import JOB_ID, NAME, training_machine
+from retrain_assets.models.deployed_model_asset import deployed_model
 from retrain_assets.models.model_candidate_asset import model_candidate
 from retrain_assets.models.registered_model_asset import registered_model
 from retrain_assets.models.resources import GpuServiceResource, training_services
@@ -48,17 +51,20 @@ def poll_interval_seconds() -> int:
     return int(os.environ.get("RETRAIN_POLL_INTERVAL_SECONDS", "180"))
 
 
-def candidate_request(customer: str, run_key: str, attempt: int) -> dg.RunRequest:
+def candidate_request(
+    customer: str, run_key: str, attempt: int, auto_deploy: bool = False
+) -> dg.RunRequest:
     """Return the run that fetches a finished job's candidate, gates it and registers a pass.
 
     The selection's checks come with it: the blocking `beats_champion` runs between the
     candidate and `registered_model`, so a failing gate stops the registration in this run.
     Its run key names the attempt (`candidate-<run key>-<attempt>`): a failed attempt's key is
     used up in Dagster, so the machine asks for the next attempt, never the same key again.
+    With `auto_deploy`, `deployed_model` follows behind its blocking deploy-time check.
     """
     return dg.RunRequest(
         run_key=request_key(run_key, attempt),
-        asset_selection=[model_candidate.key, registered_model.key],
+        **registration_selection(auto_deploy),
         partition_key=customer,
         run_config={"ops": {"model_candidate": {"config": {"run_key": run_key}}}},
         tags={"customer": customer, RUN_KEY_TAG: run_key, ATTEMPT_TAG: str(attempt)},
@@ -78,7 +84,7 @@ def due(pointers: list[Pointer], now: dt.datetime) -> list[Pointer]:
 @dg.sensor(
     minimum_interval_seconds=poll_interval_seconds(),
     default_status=dg.DefaultSensorStatus.RUNNING,
-    asset_selection=[model_candidate, registered_model],
+    asset_selection=[model_candidate, registered_model, deployed_model],
     description="Advances every unfinished training machine: polls GPU jobs in one batched "
     "call and requests, follows and re-requests each finished job's candidate run.",
 )
@@ -130,7 +136,10 @@ def gpu_job_poller(
             context.log.warning(
                 f"{customer} run {result.pointer.run_key} FAILED: {result.pointer.reason}"
             )
-    requests = handoff_requests(final.values(), facts, candidate_request)
+    auto = auto_deploy_ready(db_url)  # auto_deploy on and no rollout in progress
+    requests = handoff_requests(
+        final.values(), facts, lambda c, k, a: candidate_request(c, k, a, c in auto)
+    )
     advanced = sum(not r.busy and r.error is None for r in results.values())
     context.log.info(
         f"{len(pointers)} unfinished, {len(chosen)} due, {len(jobs)} statuses in one batch, "

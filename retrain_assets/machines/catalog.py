@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from retrain_assets.machines.rollout import NAME as ROLLOUT
+from retrain_assets.machines.rollout import rollout_machine
 from retrain_assets.machines.table import Machine
 from retrain_assets.machines.training import NAME as TRAINING
 from retrain_assets.machines.training import training_machine
 
-MACHINES: dict[str, Callable[[], Machine]] = {TRAINING: training_machine}
+MACHINES: dict[str, Callable[[], Machine]] = {TRAINING: training_machine, ROLLOUT: rollout_machine}
 
 
 def machine_named(name: str) -> Machine:

@@ -28,6 +28,7 @@ from retrain_assets.machines.table import Machine, State
 from retrain_assets.store.database import connection, transaction
 
 Record = Callable[[store.Pointer, store.NewHistory], None]  # where history rows go
+BeforeCommit = Callable[[Any, Mapping[str, "AdvanceResult"]], None]  # (cursor, chunk results)
 
 
 class NoRun(LookupError):
@@ -99,6 +100,7 @@ def advance_many(
     known: Mapping[str, Any] | None = None,
     chunk: int = 500,
     deadline: float | None = None,
+    before_commit: BeforeCommit | None = None,
 ) -> dict[str, AdvanceResult]:
     """Advance many customers' runs, as `advance` would one by one, with set-based writes.
 
@@ -118,6 +120,9 @@ def advance_many(
         chunk: customers per transaction (row locks held together).
         deadline: a `time.monotonic()` value; chunks not started by then are left out of the
             result, untouched, for the next call.
+        before_commit: called with the chunk's cursor and results after its pointers are
+            written and before it commits, so rows the transitions produced (kept by the
+            caller's services) commit with the pointers they belong to, or not at all.
 
     Raises:
         NoRun: a customer has no run of this machine (its chunk is rolled back).
@@ -131,7 +136,10 @@ def advance_many(
                 break
             part = customers[start : start + chunk]
             with conn, conn.cursor() as cur:
-                results.update(_advance_chunk(cur, machine, part, services, dict(known or {})))
+                done = _advance_chunk(cur, machine, part, services, dict(known or {}))
+                if before_commit is not None:
+                    before_commit(cur, done)
+                results.update(done)
     return results
 
 

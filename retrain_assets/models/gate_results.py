@@ -32,12 +32,16 @@ class GateResult:
     dagster_run_id: str | None = None
     reference_version: str | None = None  # the registered version scored against, if any
     evaluated_at: dt.datetime | None = None
+    gate: str = "beats_champion"  # or the deploy-time check, challenger_beats_champion_now
+    model_version: str | None = None  # the registered version judged (deploy-time check)
+    id: int | None = None
 
 
 _COLUMNS = (
     "run_key, customer, passed, candidate_wape, reference_wape, reference, champion_version,"
     " margin, holdout_window, rows_scored, reason, dagster_run_id, reference_version"
 )
+_READ = f"{_COLUMNS}, evaluated_at, gate, model_version, id"
 
 
 def _finite(value: float | None) -> float | None:
@@ -45,29 +49,51 @@ def _finite(value: float | None) -> float | None:
     return value if value is not None and math.isfinite(value) else None
 
 
-def record_gate_result(url: str, result: GateResult) -> None:
-    """Append one verdict."""
+def record_gate_result(url: str, result: GateResult) -> int:
+    """Append one verdict; return its id."""
     with transaction(url) as cur:
         cur.execute(
-            f"INSERT INTO gate_results ({_COLUMNS}) VALUES"
-            " (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            f"INSERT INTO gate_results ({_COLUMNS}, gate, model_version) VALUES"
+            " (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
             (
                 result.run_key, result.customer, result.passed,
                 _finite(result.candidate_wape), _finite(result.reference_wape),
                 result.reference, result.champion_version, result.margin,
                 result.holdout_window, result.rows_scored, result.reason,
-                result.dagster_run_id, result.reference_version,
+                result.dagster_run_id, result.reference_version, result.gate,
+                result.model_version,
             ),
         )
+        return int(cur.fetchone()[0])
 
 
-def latest_gate_result(url: str, run_key: str) -> GateResult | None:
-    """Return the latest verdict for a run key, or None when it was never evaluated."""
+def latest_gate_result(
+    url: str, run_key: str, gate: str = "beats_champion"
+) -> GateResult | None:
+    """Return the latest verdict of one gate for a run key, or None when it never evaluated it.
+
+    Each gate keeps its own verdicts: a deploy-time failure of a registered version says
+    nothing about whether its candidate passed registration.
+    """
     with transaction(url) as cur:
         cur.execute(
-            f"SELECT {_COLUMNS}, evaluated_at FROM gate_results WHERE run_key = %s"
+            f"SELECT {_READ} FROM gate_results WHERE run_key = %s AND gate = %s"
             " ORDER BY id DESC LIMIT 1",
-            (run_key,),
+            (run_key, gate),
+        )
+        row = cur.fetchone()
+    return GateResult(*row) if row else None
+
+
+def latest_version_verdict(
+    url: str, customer: str, version: str, gate: str
+) -> GateResult | None:
+    """Return the latest verdict of one gate for a registered version of a customer's model."""
+    with transaction(url) as cur:
+        cur.execute(
+            f"SELECT {_READ} FROM gate_results WHERE customer = %s AND model_version = %s"
+            " AND gate = %s ORDER BY id DESC LIMIT 1",
+            (customer, version, gate),
         )
         row = cur.fetchone()
     return GateResult(*row) if row else None

@@ -7,8 +7,9 @@ earlier attempt made instead of making a second one; `audit()` reports any run k
 ended up with two runs or two versions (a race between replicas, or a hand-made run).
 
 Names: experiment `demand_forecast/<customer>`, registered model `demand_forecast.<customer>`,
-the logged model `model` in the run, aliases `challenger` (the latest registered candidate) and
-`champion` (the deployed one, set by the evaluation gate).
+the logged model `model` in the run, aliases `challenger` (the latest registered candidate),
+`canary` (the version a rollout is trying), `champion` (the deployed one, moved only by a
+rollout's promotion) and `previous` (the champion before the last promotion).
 """
 
 from __future__ import annotations
@@ -43,6 +44,9 @@ LOGGED_MODEL_NAME = "model"
 PLOT_FOLDER = "plots"
 CHALLENGER = "challenger"
 CHAMPION = "champion"
+CANARY = "canary"
+PREVIOUS = "previous"
+DECISION_TAG = "deployment_decision"  # on a version promoted to champion: the decision's id
 WITHDRAWN_TAG = "alias_withdrawn"  # version tag: which alias a failed re-gate took, and why
 _PAGE = 1000
 _T = TypeVar("_T")
@@ -343,6 +347,43 @@ class MlflowRegistry:
         if version is None:
             return None
         return str(version), f"models:/{name}/{version}"
+
+    # -- deployment aliases -----------------------------------------------------------------
+
+    def aliases(self, customer: str) -> dict[str, str]:
+        """Return alias -> version of the customer's model ({} when nothing is registered)."""
+        try:
+            model = self.client.get_registered_model(model_name(customer))
+        except MlflowException as err:
+            if err.error_code == "RESOURCE_DOES_NOT_EXIST":
+                return {}
+            raise
+        return {alias: str(version) for alias, version in model.aliases.items()}
+
+    def set_canary(self, customer: str, version: str) -> None:
+        """Point alias `canary` at the version a rollout is trying (again: no change)."""
+        self.client.set_registered_model_alias(model_name(customer), CANARY, version)
+
+    def remove_canary(self, customer: str) -> None:
+        """Remove alias `canary` (a rollout ended); nothing happens when it is not set."""
+        if CANARY in self.aliases(customer):
+            self.client.delete_registered_model_alias(model_name(customer), CANARY)
+
+    def promote(
+        self, customer: str, version: str, previous: str | None, decision_id: int
+    ) -> None:
+        """Make `version` the champion for a deployment decision; repeating it changes nothing.
+
+        The old champion keeps alias `previous`; the version is tagged with the decision
+        (`deployment_decision`), so the audit can match the alias to its decision; `canary`
+        is removed.
+        """
+        name = model_name(customer)
+        self.client.set_model_version_tag(name, version, DECISION_TAG, str(decision_id))
+        if previous is not None and previous != version:
+            self.client.set_registered_model_alias(name, PREVIOUS, previous)
+        self.client.set_registered_model_alias(name, CHAMPION, version)
+        self.remove_canary(customer)
 
     def load_champion(self, customer: str) -> tuple[str, lightgbm.Booster] | None:
         """Return the champion's version and its model, loaded now from the registry."""

@@ -272,6 +272,18 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE gate_results ADD COLUMN reference_version text;
     """,
+    # 8: the rollout's hand abort request, the MLflow run of each deployment decision (and
+    # which analyses are mirrored into it), and the deploy-time verdicts looked up by version.
+    """
+    ALTER TABLE rollouts ADD COLUMN abort_reason text;
+    ALTER TABLE rollouts ADD COLUMN abort_by text;
+    ALTER TABLE rollouts ADD COLUMN abort_requested_at timestamptz;
+    ALTER TABLE deployment_decisions ADD COLUMN mlflow_run_id text;
+    ALTER TABLE rollout_analyses ADD COLUMN mlflow_logged_at timestamptz;
+    CREATE INDEX rollout_analyses_unlogged ON rollout_analyses (id)
+        WHERE mlflow_logged_at IS NULL;
+    CREATE INDEX gate_results_version ON gate_results (customer, model_version, gate, id DESC);
+    """,
 ]
 
 _LOCK_ID = 7_231_001  # pg_advisory_xact_lock key: one migrator at a time

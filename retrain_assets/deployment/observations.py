@@ -1,0 +1,158 @@
+"""What a tick observes about every canary step it analyses, read once for all of them.
+
+Two grouped queries on `prediction_log` (the step's canary counts; the canary/shadow pairs of
+the rollouts so far) and one read of each needed `store_day_features` day for the actual
+sales, however many customers are rolling out. A canary row and the champion's shadow row of
+the same request key are one pair; each request key counts once.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from retrain_assets.deployment.analysis import StepObservation
+from retrain_assets.features.parquet_store import ParquetPartitionStore
+from retrain_assets.models.export import LABEL
+from retrain_assets.store.database import transaction
+
+FEATURES = "store_day_features"
+_NONFINITE = "('NaN'::float8, 'Infinity'::float8, '-Infinity'::float8)"
+
+
+@dataclass(frozen=True)
+class DueStep:
+    """A rollout whose current canary step is due for analysis."""
+
+    rollout_id: int
+    customer: str
+    step: str
+
+
+def observe(
+    url: str,
+    due: Sequence[DueStep],
+    features: ParquetPartitionStore,
+    published: Collection[dt.date],
+) -> dict[int, StepObservation]:
+    """Return each due rollout's observation of its current step.
+
+    Args:
+        url: the project database (prediction_log).
+        due: the steps to observe.
+        features: where the materialized `store_day_features` days are.
+        published: the days of `store_day_features` that are materialized (actuals known).
+    """
+    if not due:
+        return {}
+    counts = step_counts(url, due)
+    pairs = canary_pairs(url, [d.rollout_id for d in due], published)
+    scores = score_pairs(pairs, read_actuals(features, sorted(set(pairs["forecast_date"]))))
+    found = {}
+    for step in due:
+        requests, errors, nonfinite = counts.get(step.rollout_id, (0, 0, 0))
+        rows, canary, champion = scores.get(step.rollout_id, (0, None, None))
+        found[step.rollout_id] = StepObservation(
+            step=step.step, canary_requests=requests, canary_errors=errors,
+            canary_nonfinite=nonfinite, rows_with_actuals=rows, canary_wape=canary,
+            champion_wape=champion,
+        )
+    return found
+
+
+def step_counts(url: str, due: Sequence[DueStep]) -> dict[int, tuple[int, int, int]]:
+    """Return rollout id -> (canary predictions, errors, non-finite) in its current step."""
+    with transaction(url) as cur:
+        cur.execute(
+            f"""
+            SELECT p.rollout_id, count(*), count(p.error),
+                count(*) FILTER (WHERE p.error IS NULL
+                    AND (p.prediction IS NULL OR p.prediction IN {_NONFINITE}))
+            FROM prediction_log p
+            JOIN unnest(%s::bigint[], %s::text[]) AS d(rollout_id, step)
+                ON p.rollout_id = d.rollout_id AND p.step = d.step
+            WHERE p.alias = 'canary' AND p.served
+            GROUP BY p.rollout_id
+            """,
+            ([d.rollout_id for d in due], [d.step for d in due]),
+        )
+        return {int(r[0]): (int(r[1]), int(r[2]), int(r[3])) for r in cur.fetchall()}
+
+
+def canary_pairs(
+    url: str, rollout_ids: Sequence[int], published: Collection[dt.date]
+) -> pd.DataFrame:
+    """Return one row per canary-routed request key with both forecasts, on published days.
+
+    Columns: rollout_id, customer, store_id, item_id, forecast_date (date), canary, champion.
+    A key requested more than once counts once, with the mean of each side's predictions.
+    Failed and non-finite predictions are left out (the operational check counts them).
+    """
+    with transaction(url) as cur:
+        cur.execute(
+            f"""
+            SELECT rollout_id, min(customer), min(store_id), min(item_id), forecast_date,
+                avg(prediction) FILTER (WHERE alias = 'canary'),
+                avg(prediction) FILTER (WHERE alias = 'champion')
+            FROM prediction_log
+            WHERE rollout_id = ANY(%s) AND (alias = 'canary') = served
+                AND error IS NULL AND prediction IS NOT NULL
+                AND prediction NOT IN {_NONFINITE} AND forecast_date = ANY(%s::date[])
+            GROUP BY rollout_id, request_key, forecast_date
+            HAVING count(*) FILTER (WHERE alias = 'canary') > 0
+                AND count(*) FILTER (WHERE alias = 'champion') > 0
+            """,
+            (list(rollout_ids), sorted(published)),
+        )
+        rows = cur.fetchall()
+    columns = ["rollout_id", "customer", "store_id", "item_id", "forecast_date", "canary",
+               "champion"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def read_actuals(features: ParquetPartitionStore, days: Sequence[dt.date]) -> pd.DataFrame:
+    """Return (customer, store_id, item_id, forecast_date, actual) of each day, read once each."""
+    frames = []
+    for day in days:
+        path = features.path(FEATURES, day.isoformat())
+        with path.open("rb") as handle:
+            frame = pd.read_parquet(handle, columns=["customer", "store_id", "item_id", LABEL])
+        frames.append(frame.assign(forecast_date=day).rename(columns={LABEL: "actual"}))
+    if not frames:
+        return pd.DataFrame(columns=["customer", "store_id", "item_id", "forecast_date", "actual"])
+    return pd.concat(frames, ignore_index=True)
+
+
+def score_pairs(
+    pairs: pd.DataFrame, actuals: pd.DataFrame
+) -> dict[int, tuple[int, float | None, float | None]]:
+    """Return rollout id -> (rows with actuals, canary WAPE, champion WAPE) on the same rows."""
+    if pairs.empty or actuals.empty:
+        return {}
+    keys = ["customer", "store_id", "item_id", "forecast_date"]
+    joined = pairs.merge(actuals.dropna(subset=["actual"]), on=keys, how="inner")
+    if joined.empty:
+        return {}
+    actual = joined["actual"].to_numpy(dtype=float)
+    joined = joined.assign(
+        scale=np.abs(actual),
+        canary_error=np.abs(actual - joined["canary"].to_numpy(dtype=float)),
+        champion_error=np.abs(actual - joined["champion"].to_numpy(dtype=float)),
+    )
+    sums = joined.groupby("rollout_id").agg(
+        rows=("scale", "size"), scale=("scale", "sum"), canary=("canary_error", "sum"),
+        champion=("champion_error", "sum"),
+    )
+    found: dict[int, tuple[int, float | None, float | None]] = {}
+    for rollout_id, rows, scale, canary, champion in zip(
+        sums.index, sums["rows"], sums["scale"], sums["canary"], sums["champion"], strict=True
+    ):
+        if scale > 0:
+            found[int(rollout_id)] = (int(rows), float(canary / scale), float(champion / scale))
+        else:  # actual sales sum to zero: WAPE is undefined, so there is nothing to judge yet
+            found[int(rollout_id)] = (int(rows), None, None)
+    return found

@@ -1,0 +1,41 @@
+"""`deployments_match_decisions`: the deployment audit as an asset check on `deployed_model`.
+
+The rule `retrain-assets audit` enforces, per customer in the UI: every move of alias
+`champion` matches one deployment decision and one promoted rollout, every decision has at
+most one rollout, and the aliases agree with the records and with `serving_routes`.
+"""
+
+import dagster as dg
+
+from retrain_assets.customers import CUSTOMERS
+from retrain_assets.deployment.audit import audit_deployments
+from retrain_assets.models.deployed_model_asset import deployed_model
+from retrain_assets.registry.resource import MlflowRegistryResource
+from retrain_assets.store.resource import ProjectDatabase
+
+CHECK_NAME = "deployments_match_decisions"
+
+
+@dg.asset_check(
+    asset=deployed_model,
+    name=CHECK_NAME,
+    partitions_def=CUSTOMERS,
+    description="Every champion move has one decision and one promoted rollout; aliases, "
+    "records and serving routes agree.",
+)
+def deployments_match_decisions(
+    context: dg.AssetCheckExecutionContext,
+    project_db: ProjectDatabase,
+    mlflow_registry: MlflowRegistryResource,
+) -> dg.AssetCheckResult:
+    """Audit this customer's deployments."""
+    customer = context.partition_key
+    problems = audit_deployments(
+        project_db.connection_url(), mlflow_registry.registry(), customer
+    )
+    return dg.AssetCheckResult(
+        passed=not problems,
+        description="; ".join(p.message for p in problems)
+        or f"every champion move of {customer} matches one decision and one promoted rollout",
+        metadata={"problems": len(problems)},
+    )
