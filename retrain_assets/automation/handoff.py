@@ -2,8 +2,10 @@
 
 Per tick, for all customers in a hand-off state at once: one runs query by the `retrain/run_key`
 tag (the candidate runs requested for those run keys, any attempt), one `gate_results` query
-(the latest `beats_champion` verdict of each run key), and, only for a run key whose verdict is
-a pass, its `registered_model` materialization in the event log. The machine decides from those
+(the latest `beats_champion` verdict of each run key), and, for the run keys whose verdict is a
+pass, two event-log queries (the latest `registered_model` materialization of each of those
+customers). The error of a failed run is read for at most `FAILURES_READ` runs a tick (two
+event queries each); the others are named by their run id. The machine decides from those
 facts (`machines/handoff.py`); this module then turns every hand-off state whose attempt has
 no run yet into a `RunRequest` keyed `candidate-<run key>-<attempt>` (built by the sensor's
 `candidate_request`).
@@ -11,6 +13,7 @@ no run yet into a `RunRequest` keyed `candidate-<run key>-<attempt>` (built by t
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import dagster as dg
@@ -23,7 +26,7 @@ from retrain_assets.machines.handoff import (
     RecordedVerdict,
 )
 from retrain_assets.machines.store import Pointer
-from retrain_assets.models.lineage import metadata_for_run_key
+from retrain_assets.models.lineage import RUN_KEY, metadata_text
 from retrain_assets.models.registered_model_asset import registered_model
 from retrain_assets.store.database import transaction
 
@@ -31,6 +34,8 @@ RUN_KEY_TAG = "retrain/run_key"
 ATTEMPT_TAG = "retrain/handoff_attempt"
 GATE = "beats_champion"
 _FAILURE_TEXT = 300  # characters of a failed run's error kept in the machine's history
+FAILURES_READ = 20  # failed runs whose error a tick reads from the event log
+UNREAD = "(error not read this tick: see the run)"
 
 
 def handoff_facts(
@@ -42,20 +47,63 @@ def handoff_facts(
     keys = sorted({p.run_key for p in pointers})
     runs = _candidate_runs(instance, keys)
     verdicts = latest_verdicts(db_url, keys)
+    passed = {p.customer for p in pointers if (v := verdicts.get(p.run_key)) and v.passed}
+    registered = registered_versions(instance, passed)
+    current = {
+        (p.customer, p.run_key): [run for run in runs.get((p.customer, p.run_key), [])
+                                  if _ended_unsuccessful(run, p.payload.get(ATTEMPT))]
+        for p in pointers
+    }
+    to_read = [run.run_id for ended in current.values() for run in ended][:FAILURES_READ]
+    errors = {run_id: failure_of(instance, run_id) for run_id in to_read}
     facts: dict[tuple[str, str], HandoffFacts] = {}
     for p in pointers:
-        verdict = verdicts.get(p.run_key)
-        registered = None
-        if verdict is not None and verdict.passed:
-            shown = metadata_for_run_key(instance, registered_model.key, p.customer, p.run_key)
-            registered = str(shown["version"]) if shown.get("version") is not None else None
-        mine = runs.get((p.customer, p.run_key), [])
+        version = registered.get(p.customer, (None, None))
+        ended = {run.run_id for run in current[(p.customer, p.run_key)]}
         facts[(p.customer, p.run_key)] = HandoffFacts(
-            tuple(_with_failure(instance, run, p.payload.get(ATTEMPT)) for run in mine),
-            verdict,
-            registered,
+            tuple(
+                dataclasses.replace(run, failure=errors.get(run.run_id, UNREAD))
+                if run.run_id in ended else run
+                for run in runs.get((p.customer, p.run_key), [])
+            ),
+            verdicts.get(p.run_key),
+            version[1] if version[0] == p.run_key else None,
         )
     return facts
+
+
+def _ended_unsuccessful(run: CandidateRun, attempt: object) -> bool:
+    """Return True for the current attempt's run that ended without success (its error counts)."""
+    return run.finished and run.status != "SUCCESS" and str(run.attempt) == str(attempt)
+
+
+def registered_versions(
+    instance: dg.DagsterInstance, customers: set[str]
+) -> dict[str, tuple[str | None, str | None]]:
+    """Return customer -> (run key, version) of its latest `registered_model` materialization.
+
+    Two queries for all customers: the latest storage id per partition, then those records.
+    """
+    if not customers:
+        return {}
+    latest = instance.get_latest_storage_id_by_partition(
+        registered_model.key, dg.DagsterEventType.ASSET_MATERIALIZATION, set(customers)
+    )
+    if not latest:
+        return {}
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=registered_model.key, storage_ids=list(latest.values())),
+        limit=len(latest),
+    ).records
+    found: dict[str, tuple[str | None, str | None]] = {}
+    for record in records:
+        event = record.asset_materialization
+        if event is None or event.partition is None:
+            continue
+        found[event.partition] = (
+            metadata_text(event.metadata.get(RUN_KEY)), metadata_text(event.metadata.get("version"))
+        )
+    return found
 
 
 def _candidate_runs(
@@ -72,15 +120,6 @@ def _candidate_runs(
             CandidateRun(int(attempt), run.run_id, run.status.value, run.is_finished)
         )
     return found  # newest first, as get_runs returns them
-
-
-def _with_failure(
-    instance: dg.DagsterInstance, run: CandidateRun, current: object
-) -> CandidateRun:
-    """Add the error of the current attempt's unsuccessful run (the only one that is read)."""
-    if not run.finished or run.status == "SUCCESS" or str(run.attempt) != str(current):
-        return run
-    return CandidateRun(run.attempt, run.run_id, run.status, True, failure_of(instance, run.run_id))
 
 
 def failure_of(instance: dg.DagsterInstance, run_id: str) -> str | None:

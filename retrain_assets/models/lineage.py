@@ -15,7 +15,7 @@ RUN_KEY = "run_key"
 _SCAN = 50  # materializations of one partition looked at when searching for a run key
 
 
-def _metadata_text(value: object) -> str | None:
+def metadata_text(value: object) -> str | None:
     """Return a metadata entry as text (MetadataValue or raw), None when absent."""
     if value is None:
         return None
@@ -42,7 +42,7 @@ def latest_run_key(instance: dg.DagsterInstance, key: dg.AssetKey, customer: str
         LookupError: the partition was never materialized, or without a run key.
     """
     for materialization in materializations(instance, key, customer, limit=1):
-        run_key = _metadata_text(materialization.metadata.get(RUN_KEY))
+        run_key = metadata_text(materialization.metadata.get(RUN_KEY))
         if run_key:
             return run_key
         raise LookupError(f"{key.to_user_string()} [{customer}] was recorded without a run key")
@@ -54,7 +54,7 @@ def metadata_for_run_key(
 ) -> dict[str, object]:
     """Return the metadata of the newest materialization of `key` for this run key, or {}."""
     for materialization in materializations(instance, key, customer):
-        if _metadata_text(materialization.metadata.get(RUN_KEY)) == run_key:
+        if metadata_text(materialization.metadata.get(RUN_KEY)) == run_key:
             return {
                 name: getattr(value, "value", value)
                 for name, value in materialization.metadata.items()
