@@ -64,9 +64,10 @@ def judge_step(
         if failure:
             return StepVerdict("fail", failure)
     enough_requests = seen.canary_requests >= settings.min_predictions
-    scored = seen.canary_wape is not None and seen.champion_wape is not None
-    enough_actuals = seen.rows_with_actuals >= settings.min_actuals and scored
-    if not (enough_requests and enough_actuals):
+    canary, champion = seen.canary_wape, seen.champion_wape
+    enough_actuals = seen.rows_with_actuals >= settings.min_actuals
+    if not (enough_requests and enough_actuals) or canary is None or champion is None:
+        scored = canary is not None and champion is not None
         actuals = (
             f"{seen.rows_with_actuals} of {settings.min_actuals} rows with actuals"
             + ("" if scored or not seen.rows_with_actuals else " (their actual sales sum to 0)")
@@ -84,14 +85,13 @@ def judge_step(
             f"waiting for data: {shortage} (interval {interval} of "
             f"{settings.max_no_data_intervals})",
         )
-    assert seen.canary_wape is not None and seen.champion_wape is not None
-    allowed = seen.champion_wape * (1.0 + settings.wape_tolerance)
+    allowed = champion * (1.0 + settings.wape_tolerance)
     quality = (
-        f"canary WAPE {seen.canary_wape:.4f} vs champion WAPE {seen.champion_wape:.4f} on "
+        f"canary WAPE {canary:.4f} vs champion WAPE {champion:.4f} on "
         f"{seen.rows_with_actuals} rows with actuals (allowed up to {allowed:.4f}, "
         f"+{settings.wape_tolerance:.0%})"
     )
-    if seen.canary_wape > allowed:
+    if canary > allowed:
         return StepVerdict("fail", f"forecast quality: {quality}")
     return StepVerdict(
         "pass",
