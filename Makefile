@@ -2,7 +2,7 @@ PYTHON ?= python3
 VENV ?= .venv
 CHROMIUM ?= /usr/bin/chromium
 
-.PHONY: install test lint up
+.PHONY: install test test-fast lint up
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -11,9 +11,15 @@ $(VENV)/bin/python:
 install: $(VENV)/bin/python
 	$(VENV)/bin/python -m pip install --quiet -e '.[dev]'
 
-test: install $(CHROMIUM)
-	$(VENV)/bin/ruff check retrain_assets retrain_assets_tests
+test: lint $(CHROMIUM)
 	$(VENV)/bin/python -m pytest
+
+# Everything but the process-level tests (no platform, no browser): the quick loop.
+test-fast: lint
+	$(VENV)/bin/python -m pytest -m "not system"
+
+lint: install
+	$(VENV)/bin/ruff check retrain_assets retrain_assets_tests benchmarks
 
 up: install
 	$(VENV)/bin/retrain-assets up

@@ -24,9 +24,11 @@ that `prediction_log` holds every row it was answered for.
 from __future__ import annotations
 
 import argparse
+import atexit
 import datetime as dt
 import json
 import re
+import shutil
 import statistics
 import sys
 import tempfile
@@ -205,9 +207,10 @@ def main() -> int:
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
 
-    with tempfile.TemporaryDirectory(prefix="bench-serving-") as folder, \
-            pytest.MonkeyPatch.context() as patch:
-        home = Path(folder)
+    home = Path(tempfile.mkdtemp(prefix="bench-serving-"))
+    # Registered first, so it runs last: after pgserver has stopped the embedded server.
+    atexit.register(shutil.rmtree, home, ignore_errors=True)
+    with pytest.MonkeyPatch.context() as patch:
         patch.setenv("RETRAIN_HOME", str(home))
         patch.setenv("RETRAIN_DB_PREFIX", f"bench{uuid.uuid4().hex[:8]}_")
         server = start_server(home)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 import platform
 import statistics
 import subprocess
@@ -107,8 +108,10 @@ def main() -> None:
     parser.add_argument("--measure", nargs=2, metavar=("ENGINE", "ROOT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.measure:
-        print(json.dumps(measure(*args.measure)))
-        return
+        print(json.dumps(measure(*args.measure)), flush=True)
+        # Skip interpreter teardown: pyarrow's thread pool can abort a process at exit
+        # ("terminate called without an active exception", apache/arrow#34314).
+        os._exit(0)
 
     import numpy
     import pandas

@@ -47,15 +47,23 @@ def _up(args: argparse.Namespace) -> int:
 
 def _demo_clock(args: argparse.Namespace) -> int:
     from retrain_assets.demo.clock import run_clock
+    from retrain_assets.demo.forecast_requests import ForecastClient, forecast_asker
     from retrain_assets.runtime.demo_mode import demo_day_seconds
     from retrain_assets.runtime.signals import StopRequests
+    from retrain_assets.settings import serve_token, serve_url
 
     stop = StopRequests()
     stop.install()
     seconds = args.seconds if args.seconds is not None else demo_day_seconds()
-    print(f"demo clock: a day per tenant every {seconds:g} s into {landing_root()}", flush=True)
-    run_clock(landing_root(), seconds, lambda: stop.requested,
-              lambda line: print(f"landed {line}", flush=True))
+
+    def say(line: str) -> None:
+        print(line, flush=True)
+
+    asker = forecast_asker(ForecastClient(serve_url(), serve_token()), say)
+    say(f"demo clock: a day per tenant every {seconds:g} s into {landing_root()}; forecasts "
+        f"asked of {serve_url()} before each day lands")
+    run_clock(landing_root(), seconds, lambda: stop.requested, lambda line: say(f"landed {line}"),
+              asker)
     return 0
 
 

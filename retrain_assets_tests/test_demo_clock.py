@@ -5,7 +5,10 @@ import pytest
 from retrain_assets.demo.clock import next_days, tick
 from retrain_assets.demo.simulate import land_tenant, landed_days, simulate_day
 from retrain_assets.demo.tenants import DEMO_TENANTS, Regime, TenantSpec
-from retrain_assets.runtime.demo_mode import demo_day_seconds, demo_environment
+from retrain_assets.deployment.records import auto_deploy_settings
+from retrain_assets.policy.settings import all_settings
+from retrain_assets.runtime.demo_mode import demo_day_seconds, demo_environment, start_demo
+from retrain_assets.store.migrations import migrate
 
 SMALL = (
     TenantSpec("one-us", "US", stores=1, items=2, seed=1),
@@ -56,3 +59,21 @@ def test_demo_settings_are_defaults_the_user_overrides(monkeypatch):
     assert env["RETRAIN_POLL_INTERVAL_SECONDS"] == "60"
     assert env["RETRAIN_POLICY_INTERVAL_SECONDS"] == "10"
     assert demo_environment({}, on=False) == {}
+
+
+def test_the_first_demo_start_registers_each_tenant_with_its_demo_settings(
+    app_db, tmp_path, monkeypatch
+):
+    migrate(app_db)
+    monkeypatch.setenv("RETRAIN_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("RETRAIN_LANDING_URL", raising=False)
+    said: list[str] = []
+    assert start_demo(True, app_db, said.append)
+    assert len(said) == len(DEMO_TENANTS)
+    assert auto_deploy_settings(app_db) == {spec.name: True for spec in DEMO_TENANTS}
+    assert all_settings(app_db)["lindenhof-de"].min_new_rows == 1_000_000
+    assert start_demo(True, app_db, said.append)  # a later start: the marker keeps it on
+    assert len(said) == len(DEMO_TENANTS)  # nothing landed twice
+    assert not start_demo(False, app_db, said.append)  # --no-demo
+    monkeypatch.setenv("RETRAIN_LANDING_URL", str(tmp_path / "elsewhere"))
+    assert not start_demo(True, app_db, said.append)  # a real landing zone is never a demo

@@ -1,5 +1,9 @@
 import datetime as dt
 
+import pandas as pd
+import pytest
+
+from retrain_assets.demo.faults import FAULTS, with_faults
 from retrain_assets.features.validation import empty_sales, validate_file
 
 DAY = dt.date(2026, 1, 2)
@@ -200,3 +204,25 @@ def test_repeats_are_found_when_stores_and_items_combine_in_more_ways_than_rows(
         8: "conflicting rows for (S2, I3) on lines 6, 8",
     }
     assert len(outcome.accepted) == 4
+
+
+def test_a_value_longer_than_the_parser_reads_at_once_is_kept():
+    long_store = "S" * 3_000_000
+    outcome = _validate(f"2026-01-02,S1,I1,3,2.5,0,4\n2026-01-02,{long_store},I2,3,2.5,0,4\n")
+    assert list(outcome.accepted["store_id"]) == ["S1", long_store]
+
+
+KEPT_KINDS = {"padded", "quoted", "odd_numbers", "blank_line"}
+
+
+@pytest.mark.parametrize("kind", sorted(FAULTS))
+def test_every_fault_kind_is_kept_or_quarantined_and_nothing_is_lost(kind):
+    frame = pd.DataFrame(
+        {"date": "2026-01-02", "store_id": "S001", "item_id": [f"I{i:04d}" for i in range(1, 7)],
+         "units_sold": 3, "price": 2.5, "on_promo": 0, "stock_on_hand": 4}
+    )
+    outcome = validate_file(with_faults(frame, 0.2, [kind], seed=3), "acme", DAY, "f")
+    assert outcome.problems == []
+    assert len(outcome.accepted) + len(outcome.quarantined) == len(frame)
+    expected_bad = {"duplicate": 1, "conflict": 2}.get(kind, 0 if kind in KEPT_KINDS else 1)
+    assert len(outcome.quarantined) == expected_bad, [q.reason for q in outcome.quarantined]

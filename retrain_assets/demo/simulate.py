@@ -70,13 +70,13 @@ def simulate_day(spec: TenantSpec, day: dt.date) -> pd.DataFrame:
         seasonal *= 1.5
     elif is_holiday(spec.country, day + dt.timedelta(days=1)):
         seasonal *= 1.2
-    demand_factor, price_factor = spec.factors(day)
+    demand_factor, price_factor, lift = spec.factors(day)
     seasonal *= demand_factor
     on_promo = rng.random(n) < spec.promo_probability
     regular_price = params.regular_price * price_factor
     price = np.round(regular_price * np.where(on_promo, 0.8, 1.0), 2)
     relative_price = price / regular_price
-    promo_lift = np.where(on_promo, 1.15, 1.0)
+    promo_lift = np.where(on_promo, lift, 1.0)
     mean = params.level * seasonal * relative_price**params.elasticity * promo_lift
     demand = rng.poisson(mean)
     opening_stock = rng.poisson(mean * 2.5 + 3)

@@ -2,8 +2,9 @@
 
 The live demo keeps landing days after the first 120, so two tenants carry a change of regime
 that the platform must notice: lindenhof-de's demand and prices shift for good (the drift rule
-raises an alert a person approves), and sakura-jp has a three-week festival (a model trained
-during it over-forecasts once it ends, which a canary shows on fresh sales).
+raises an alert a person approves), and sakura-jp has a three-week festival in which a
+promotion sells four times as much (a model trained during it over-forecasts promoted items
+once it ends, which its canary shows on fresh sales).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 
 DEFAULT_START = dt.date(2026, 1, 1)
 DEFAULT_HISTORY_DAYS = 120
+NORMAL_PROMO_LIFT = 1.15
 
 
 @dataclass(frozen=True)
@@ -23,6 +25,7 @@ class Regime:
     last: dt.date | None
     demand_factor: float
     price_factor: float = 1.0
+    promo_lift: float | None = None  # a promotion's lift inside the regime (normally 1.15)
 
     def applies(self, day: dt.date) -> bool:
         """Return True when `day` falls inside the regime."""
@@ -45,13 +48,14 @@ class TenantSpec:
     stockout_probability: float = 0.03
     regimes: tuple[Regime, ...] = ()
 
-    def factors(self, day: dt.date) -> tuple[float, float]:
-        """Return the (demand, price) multipliers of the regimes that apply on `day`."""
-        demand = price = 1.0
+    def factors(self, day: dt.date) -> tuple[float, float, float]:
+        """Return the (demand, price, promotion lift) of `day`, regimes applied."""
+        demand, price, lift = 1.0, 1.0, NORMAL_PROMO_LIFT
         for regime in self.regimes:
             if regime.applies(day):
                 demand, price = demand * regime.demand_factor, price * regime.price_factor
-        return demand, price
+                lift = regime.promo_lift or lift
+        return demand, price, lift
 
 
 def _day(offset: int) -> dt.date:
@@ -66,6 +70,10 @@ DEMO_TENANTS: tuple[TenantSpec, ...] = (
     ),
     TenantSpec(
         "sakura-jp", "JP", stores=3, items=15, seed=37, base_units=4.0,
-        regimes=(Regime(_day(DEFAULT_HISTORY_DAYS + 4), _day(DEFAULT_HISTORY_DAYS + 24), 2.2),),
+        promo_probability=0.2,
+        regimes=(
+            Regime(_day(DEFAULT_HISTORY_DAYS + 4), _day(DEFAULT_HISTORY_DAYS + 24), 1.5,
+                   promo_lift=4.0),
+        ),
     ),
 )

@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 
 _LF, _CR, _TAB, _QUOTE, _COMMA = 10, 13, 9, 34, 44
+_BLOCK_SIZE = 1 << 20  # pyarrow's default
 _UNCLOSED = "malformed row: a quoted field is not closed"
 _QUOTED = re.compile(rb'"((?:[^"]++|"")*+)"([^,\r\n]*+)')
 _UNQUOTED = re.compile(rb"[^,\r\n]*+")
@@ -256,9 +257,14 @@ class LandingCsv:
             skipped.append((row.number, row.actual_columns))
             return "skip"
 
+        longest = int((self._ends[fast] - self._starts[fast]).max()) + 2  # with its line break
         table = pacsv.read_csv(
             self._plain_buffer(fast),
-            read_options=pacsv.ReadOptions(column_names=names, use_threads=False),
+            read_options=pacsv.ReadOptions(
+                column_names=names,
+                use_threads=False,
+                block_size=max(_BLOCK_SIZE, 2 * longest),  # a row must fit in a block
+            ),
             parse_options=pacsv.ParseOptions(
                 quote_char=False, double_quote=False, invalid_row_handler=skip
             ),

@@ -226,10 +226,8 @@ def _judge(rows: LandingRows, names: list[str], day: dt.date) -> _Judged:
         bad |= column.bad()
     controls = _control_characters(table, names, rows.suspects)
     repeats = _repeated_keys(columns, rows.lines)
-    for position, _ in controls:
-        bad[position] = True
-    for position in repeats:
-        bad[position] = True
+    bad[[position for position, _ in controls]] = True
+    bad[list(repeats)] = True
     positions = np.flatnonzero(bad)
     return _Judged(
         columns,

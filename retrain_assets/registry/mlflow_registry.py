@@ -334,24 +334,19 @@ class MlflowRegistry:
         version (`models:/demand_forecast.<customer>/<version>`), not the alias, so a promotion
         between this call and loading the model cannot change what is loaded.
         """
-        name = model_name(customer)
-        try:
-            model = self.client.get_registered_model(name)
-        except MlflowException as err:
-            if err.error_code == "RESOURCE_DOES_NOT_EXIST":
-                return None
-            raise
-        # read from the model, not get_model_version_by_alias: a missing alias is a generic
-        # INVALID_PARAMETER_VALUE there, not to be told apart from a real error
-        version = model.aliases.get(CHAMPION)
+        version = self.aliases(customer).get(CHAMPION)
         if version is None:
             return None
-        return str(version), f"models:/{name}/{version}"
+        return version, f"models:/{model_name(customer)}/{version}"
 
     # -- deployment aliases -----------------------------------------------------------------
 
     def aliases(self, customer: str) -> dict[str, str]:
-        """Return alias -> version of the customer's model ({} when nothing is registered)."""
+        """Return alias -> version of the customer's model ({} when nothing is registered).
+
+        Read from the registered model, not `get_model_version_by_alias`: a missing alias is
+        a generic INVALID_PARAMETER_VALUE there, not to be told apart from a real error.
+        """
         try:
             model = self.client.get_registered_model(model_name(customer))
         except MlflowException as err:
@@ -399,15 +394,10 @@ class MlflowRegistry:
         self, customer: str, alias: str
     ) -> mlflow.entities.model_registry.ModelVersion | None:
         """Return the version holding `alias` (with its tags), None without a model or alias."""
-        name = model_name(customer)
-        try:
-            model = self.client.get_registered_model(name)
-        except MlflowException as err:
-            if err.error_code == "RESOURCE_DOES_NOT_EXIST":
-                return None
-            raise
-        version = model.aliases.get(alias)
-        return None if version is None else self.client.get_model_version(name, str(version))
+        version = self.aliases(customer).get(alias)
+        if version is None:
+            return None
+        return self.client.get_model_version(model_name(customer), version)
 
     def load_version(self, customer: str, version: str) -> lightgbm.Booster:
         """Return the model of one registered version, loaded now (a URI pinned to the number)."""

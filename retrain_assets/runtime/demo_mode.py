@@ -15,8 +15,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from retrain_assets.demo.seed import seed_if_empty
+from retrain_assets.deployment.records import set_auto_deploy
+from retrain_assets.policy.settings import set_settings
 from retrain_assets.runtime.supervisor import ChildSpec
 from retrain_assets.settings import landing_root, retrain_home
+from retrain_assets.store.customers import register_customer
 
 MARKER = "demo-tenants"
 DEFAULT_DAY_SECONDS = 20.0
@@ -31,6 +34,9 @@ DEMO_ENVIRONMENT = {
     "RETRAIN_ROLLOUT_MIN_PREDICTIONS": "20",
     "RETRAIN_ROLLOUT_MIN_ACTUALS": "20",
     "RETRAIN_ROLLOUT_MAX_NO_DATA_INTERVALS": "120",
+    # the demo clock writes whole files at once: a day is ready as soon as it has landed
+    "RETRAIN_LANDING_INTERVAL_SECONDS": "5",
+    "RETRAIN_LANDING_SETTLE_SECONDS": "1",
 }
 
 
@@ -52,8 +58,24 @@ def demo_day_seconds() -> float:
     return seconds
 
 
-def start_demo(requested: bool, say: Callable[[str], None]) -> bool:
-    """Land the demo tenants if this is the demo's first start; return whether the demo is on."""
+# What each demo tenant shows. northwind-us retrains on volume every few demo days;
+# lindenhof-de retrains only on drift (its regime shift raises the alert a person approves);
+# sakura-jp retrains often, so a challenger trained during its festival meets the sales after.
+DEMO_POLICY = {
+    "northwind-us": {"min_new_rows": 1500},
+    "lindenhof-de": {"min_new_rows": 1_000_000},
+    "sakura-jp": {"min_new_rows": 500},
+}
+DEMO_BY = "retrain-assets up (demo)"
+
+
+def start_demo(requested: bool, app_db_url: str, say: Callable[[str], None]) -> bool:
+    """Land the demo tenants if this is the demo's first start; return whether the demo is on.
+
+    On that first start each demo tenant is also registered with its demo settings: its
+    retraining policy (DEMO_POLICY) and `auto_deploy` on, so a passing candidate rolls out
+    without anyone clicking. Later starts leave the settings as the user left them.
+    """
     if not requested or os.environ.get("RETRAIN_LANDING_URL"):
         return False
     marker = retrain_home() / MARKER
@@ -61,6 +83,10 @@ def start_demo(requested: bool, say: Callable[[str], None]) -> bool:
     for spec, days in landed:
         say(f"landed demo tenant {spec.name} ({spec.country}): {len(days)} day(s) "
             f"{days[0]} .. {days[-1]}")
+        register_customer(app_db_url, spec.name, spec.country, DEMO_BY)
+        if spec.name in DEMO_POLICY:
+            set_settings(app_db_url, spec.name, DEMO_POLICY[spec.name], DEMO_BY)
+        set_auto_deploy(app_db_url, spec.name, True, DEMO_BY)
     if landed:
         marker.parent.mkdir(parents=True, exist_ok=True)
         marker.write_text("the demo tenants were landed by `retrain-assets up`\n")

@@ -215,7 +215,7 @@ def _start_and_watch(
     """
     folders = prepare_dagster_home(dagster_yaml)
     server = _prepare_databases()
-    demo_on = start_demo(demo and not stop.requested, _say)
+    demo_on = start_demo(demo and not stop.requested, server.database_url("app"), _say)
     # once: every child gets the same GPU token
     env = demo_environment(child_environment(server, folders), demo_on)
     _say_remote_gpu()

@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
-import socket
 import threading
 
 from retrain_assets.registry.mlflow_registry import MlflowRegistry
+from retrain_assets.runtime.server_process import (
+    StopSignal,
+    check_port_free,
+    install_stop_handlers,
+    restore_handlers,
+)
 from retrain_assets.serving.app import create_app
 from retrain_assets.serving.forecaster import Forecaster
 from retrain_assets.serving.model_cache import ModelCache
@@ -34,23 +38,6 @@ DEFAULT_HOST = "127.0.0.1"
 TOKEN_ENV = "RETRAIN_SERVE_TOKEN"
 
 log = logging.getLogger(__name__)
-
-
-class _StopSignal(Exception):
-    """SIGINT or SIGTERM arrived; uvicorn re-raises it after its graceful shutdown."""
-
-
-def _raise_stop(signum: int, _frame: object) -> None:
-    raise _StopSignal(signal.Signals(signum).name)
-
-
-def _check_port_free(host: str, port: int) -> None:
-    with socket.socket() as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((host, port))
-        except OSError as error:
-            raise ValueError(f"cannot listen on {host}:{port}: {error.strerror}") from error
 
 
 def _token() -> str:
@@ -99,7 +86,7 @@ def serve(host: str = DEFAULT_HOST, port: int = 8080) -> None:
     )
     token, max_models, max_rows = _token(), serve_max_models(), serve_max_rows()
     refresh = serve_refresh_seconds()
-    _check_port_free(host, port)
+    check_port_free(host, port)
     # MLflow's client retries an unreachable server for minutes; a request waiting on a model
     # load should hear sooner (the route stays put and the load is tried again).
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
@@ -119,11 +106,7 @@ def serve(host: str = DEFAULT_HOST, port: int = 8080) -> None:
     predictor = Predictor(table, cache.get, writer)
     refresher = RouteRefresher(url, table, preload, refresh)
     app = create_app(predictor, refresher, writer, token, max_rows)
-    handlers = (
-        {sig: signal.signal(sig, _raise_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
-        if threading.current_thread() is threading.main_thread()
-        else {}
-    )
+    handlers = install_stop_handlers()
     try:
         log.info(
             "prediction service on http://%s:%d: models from %s, at most %d in memory, "
@@ -136,8 +119,7 @@ def serve(host: str = DEFAULT_HOST, port: int = 8080) -> None:
             refresh,
         )
         uvicorn.run(app, host=host, port=port, log_level="info", access_log=False)
-    except _StopSignal as stop:
+    except StopSignal as stop:
         log.info("stopped by %s", stop)
     finally:
-        for sig, handler in handlers.items():
-            signal.signal(sig, handler)
+        restore_handlers(handlers)

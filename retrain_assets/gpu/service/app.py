@@ -13,8 +13,6 @@ import logging
 import os
 import secrets
 import signal
-import socket
-import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -43,6 +41,12 @@ from retrain_assets.gpu.service.routes import build_router
 from retrain_assets.gpu.service.scheduler import Scheduler
 from retrain_assets.gpu.service.service_lock import ServiceLock
 from retrain_assets.gpu.service.store import JobStore
+from retrain_assets.runtime.server_process import (
+    StopSignal,
+    check_port_free,
+    install_stop_handlers,
+    restore_handlers,
+)
 from retrain_assets.store.server import ensure_database, start_server
 
 log = logging.getLogger(__name__)
@@ -123,25 +127,8 @@ def create_app(
     return app
 
 
-class _StopSignal(Exception):
-    """SIGINT or SIGTERM arrived; uvicorn re-raises it after its graceful shutdown."""
-
-
 class LostOwnership(Exception):
     """Another service took the database while this one was cut off from Postgres."""
-
-
-def _raise_stop(signum: int, _frame: object) -> None:
-    raise _StopSignal(signal.Signals(signum).name)
-
-
-def _check_port_free(host: str, port: int) -> None:
-    with socket.socket() as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((host, port))
-        except OSError as error:
-            raise ValueError(f"cannot listen on {host}:{port}: {error.strerror}") from error
 
 
 def serve(
@@ -169,7 +156,7 @@ def serve(
     token = service_token()
     folder = Path(data_dir).expanduser().resolve() if data_dir else default_data_dir()
     folder.mkdir(parents=True, exist_ok=True)
-    _check_port_free(host, port)
+    check_port_free(host, port)
     url = ensure_database(start_server(), "gpu")
     migrate(url)
     lock = ServiceLock(url)
@@ -183,11 +170,7 @@ def serve(
     # uvicorn shuts down gracefully on SIGINT/SIGTERM and then re-raises the signal to the
     # handler it found installed; with ours that ends `serve` normally (exit 0, atexit runs:
     # the embedded Postgres is stopped if we were its last user) instead of dying of it.
-    handlers = (
-        {sig: signal.signal(sig, _raise_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
-        if threading.current_thread() is threading.main_thread()
-        else {}
-    )
+    handlers = install_stop_handlers()
     try:
         store = JobStore(url)
         scheduler = Scheduler(store, folder, slots, lock, on_lost_ownership=stop_for_good)
@@ -201,11 +184,10 @@ def serve(
             folder,
         )
         uvicorn.run(app, host=host, port=port, log_level="info")
-    except _StopSignal as stop:
+    except StopSignal as stop:
         log.info("stopped by %s", stop)
     finally:
-        for sig, handler in handlers.items():
-            signal.signal(sig, handler)
+        restore_handlers(handlers)
         lock.close()
     if lost:
         raise LostOwnership(lost[0])
