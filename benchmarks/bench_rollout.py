@@ -27,6 +27,7 @@ here.
 from __future__ import annotations
 
 import argparse
+import atexit
 import dataclasses
 import datetime as dt
 import io
@@ -256,6 +257,8 @@ def main() -> None:
     parser.add_argument("--chunk", type=int, default=None, help="customers per transaction")
     args = parser.parse_args()
     home = Path(tempfile.mkdtemp(prefix="bench-rollout-"))
+    # Registered first, so it runs last: after pgserver has stopped the embedded server.
+    atexit.register(shutil.rmtree, home, ignore_errors=True)
     os.environ["RETRAIN_HOME"] = str(home)
     from retrain_assets.deployment.advancing import CHUNK
     from retrain_assets.store.server import start_server
@@ -264,24 +267,21 @@ def main() -> None:
     print(f"chunk {args.chunk or CHUNK} customers per transaction")
     print(f"PostgreSQL: {'RETRAIN_PG_URL' if not server.embedded else 'embedded'}; "
           f"{os.cpu_count()} CPUs", flush=True)
-    try:
-        print("| customers in a rollout | prediction_log rows | setup (not timed) "
-              "| waiting tick | analysing tick (all pass -> CANARY_50) | per customer "
-              "| no-data tick | RSS |")
-        print("|---:|---:|---:|---:|---:|---:|---:|---:|")
-        for n in (int(s) for s in args.sizes.split(",")):
-            r = run_size(server, n, home, args.chunk or CHUNK)
-            print(
-                f"| {r['n']:,} | {r['log_rows']:,} | {r['setup']:.0f} s "
-                f"| {r['waiting']:.2f} s | **{r['analysing']:.2f} s** "
-                f"(CPU here {r['analysing_cpu']:.2f} s) "
-                f"({r['analyses']:,} analyses, {r['routes']:,} routes at 50 %) "
-                f"| {1000 * r['analysing'] / r['n']:.2f} ms | {r['no_data']:.2f} s "
-                f"| {r['rss_gib']:.2f} GiB |",
-                flush=True,
-            )
-    finally:
-        shutil.rmtree(home, ignore_errors=True)
+    print("| customers in a rollout | prediction_log rows | setup (not timed) "
+          "| waiting tick | analysing tick (all pass -> CANARY_50) | per customer "
+          "| no-data tick | RSS |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for n in (int(s) for s in args.sizes.split(",")):
+        r = run_size(server, n, home, args.chunk or CHUNK)
+        print(
+            f"| {r['n']:,} | {r['log_rows']:,} | {r['setup']:.0f} s "
+            f"| {r['waiting']:.2f} s | **{r['analysing']:.2f} s** "
+            f"(CPU here {r['analysing_cpu']:.2f} s) "
+            f"({r['analyses']:,} analyses, {r['routes']:,} routes at 50 %) "
+            f"| {1000 * r['analysing'] / r['n']:.2f} ms | {r['no_data']:.2f} s "
+            f"| {r['rss_gib']:.2f} GiB |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

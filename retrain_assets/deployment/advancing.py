@@ -106,7 +106,7 @@ def advance_rollouts(
             a.rollout.customer: (a.rollout.abort_reason, a.rollout.abort_by or "someone")
             for a in due if a.rollout.abort_reason
         },
-        observations=observe(url, analysing, features, published),
+        observations=observe(url, analysing, features, published, chosen.min_predictions),
     )
     report.observed = len(facts.observations)
     writes = RolloutWrites()

@@ -28,6 +28,7 @@ class StepObservation:
             champion shadow prediction (a row keeps its route from step to step).
         canary_wape: the canary's WAPE on those rows (None without rows or actual sales).
         champion_wape: the champion's WAPE on the same rows.
+        quality_read: False when the rows were not read yet (too few canary predictions).
     """
 
     step: str
@@ -37,6 +38,7 @@ class StepObservation:
     rows_with_actuals: int = 0
     canary_wape: float | None = None
     champion_wape: float | None = None
+    quality_read: bool = True
 
 
 @dataclass(frozen=True)
@@ -62,14 +64,17 @@ def judge_step(
         if failure:
             return StepVerdict("fail", failure)
     enough_requests = seen.canary_requests >= settings.min_predictions
-    scored = seen.canary_wape is not None and seen.champion_wape is not None
-    enough_actuals = seen.rows_with_actuals >= settings.min_actuals and scored
-    if not (enough_requests and enough_actuals):
-        shortage = (
-            f"{seen.canary_requests} of {settings.min_predictions} canary predictions, "
+    canary, champion = seen.canary_wape, seen.champion_wape
+    enough_actuals = seen.rows_with_actuals >= settings.min_actuals
+    if not (enough_requests and enough_actuals) or canary is None or champion is None:
+        scored = canary is not None and champion is not None
+        actuals = (
             f"{seen.rows_with_actuals} of {settings.min_actuals} rows with actuals"
             + ("" if scored or not seen.rows_with_actuals else " (their actual sales sum to 0)")
+            if seen.quality_read else "rows with actuals not counted yet"
         )
+        predictions = f"{seen.canary_requests} of {settings.min_predictions} canary predictions"
+        shortage = f"{predictions}, {actuals}"
         interval = intervals_without_data + 1
         if interval >= settings.max_no_data_intervals:
             return StepVerdict(
@@ -80,14 +85,13 @@ def judge_step(
             f"waiting for data: {shortage} (interval {interval} of "
             f"{settings.max_no_data_intervals})",
         )
-    assert seen.canary_wape is not None and seen.champion_wape is not None
-    allowed = seen.champion_wape * (1.0 + settings.wape_tolerance)
+    allowed = champion * (1.0 + settings.wape_tolerance)
     quality = (
-        f"canary WAPE {seen.canary_wape:.4f} vs champion WAPE {seen.champion_wape:.4f} on "
+        f"canary WAPE {canary:.4f} vs champion WAPE {champion:.4f} on "
         f"{seen.rows_with_actuals} rows with actuals (allowed up to {allowed:.4f}, "
         f"+{settings.wape_tolerance:.0%})"
     )
-    if seen.canary_wape > allowed:
+    if canary > allowed:
         return StepVerdict("fail", f"forecast quality: {quality}")
     return StepVerdict(
         "pass",

@@ -23,7 +23,6 @@ from retrain_assets.registry.mlflow_registry import (
     DECISION_TAG,
     MODEL_PREFIX,
     MlflowRegistry,
-    _quoted,
     model_name,
 )
 from retrain_assets.store.database import transaction
@@ -125,14 +124,13 @@ def _rolling_canaries(url: str, customer: str | None) -> dict[str, str]:
 
 
 def _registered(registry: MlflowRegistry) -> set[str]:
-    models = registry.client.search_registered_models(
-        filter_string=f"name LIKE {_quoted(MODEL_PREFIX + '%')}", max_results=1000
-    )
+    """Return every customer with a registered model `demand_forecast.<customer>`."""
+    pattern = f"name LIKE '{MODEL_PREFIX}%'"
+    models = registry.client.search_registered_models(filter_string=pattern, max_results=1000)
     found, token = [*models], getattr(models, "token", None)
     while token:
         more = registry.client.search_registered_models(
-            filter_string=f"name LIKE {_quoted(MODEL_PREFIX + '%')}", max_results=1000,
-            page_token=token,
+            filter_string=pattern, max_results=1000, page_token=token
         )
         found += more
         token = getattr(more, "token", None)

@@ -38,19 +38,26 @@ def observe(
     due: Sequence[DueStep],
     features: ParquetPartitionStore,
     published: Collection[dt.date],
+    min_predictions: int = 1,
 ) -> dict[int, StepObservation]:
     """Return each due rollout's observation of its current step.
+
+    Quality (pairs, actuals, WAPE) is only read for steps that already have `min_predictions`
+    canary predictions: the others wait for data whatever their actuals say, and a tick of
+    thousands of steps still short of predictions costs one grouped count.
 
     Args:
         url: the project database (prediction_log).
         due: the steps to observe.
         features: where the materialized `store_day_features` days are.
         published: the days of `store_day_features` that are materialized (actuals known).
+        min_predictions: canary predictions a step needs before its quality is read.
     """
     if not due:
         return {}
     counts = step_counts(url, due)
-    pairs = canary_pairs(url, [d.rollout_id for d in due], published)
+    judged = {d.rollout_id for d in due if counts.get(d.rollout_id, (0,))[0] >= min_predictions}
+    pairs = canary_pairs(url, sorted(judged), published) if judged else canary_pairs_frame([])
     scores = score_pairs(pairs, read_actuals(features, sorted(set(pairs["forecast_date"]))))
     found = {}
     for step in due:
@@ -59,7 +66,7 @@ def observe(
         found[step.rollout_id] = StepObservation(
             step=step.step, canary_requests=requests, canary_errors=errors,
             canary_nonfinite=nonfinite, rows_with_actuals=rows, canary_wape=canary,
-            champion_wape=champion,
+            champion_wape=champion, quality_read=step.rollout_id in judged,
         )
     return found
 
@@ -109,6 +116,11 @@ def canary_pairs(
             (list(rollout_ids), sorted(published)),
         )
         rows = cur.fetchall()
+    return canary_pairs_frame(rows)
+
+
+def canary_pairs_frame(rows: list[tuple]) -> pd.DataFrame:
+    """Return pairs rows as the frame `score_pairs` reads."""
     columns = ["rollout_id", "customer", "store_id", "item_id", "forecast_date", "canary",
                "champion"]
     return pd.DataFrame(rows, columns=columns)

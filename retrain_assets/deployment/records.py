@@ -8,6 +8,7 @@ decision while one is rolling out is refused with the rollout it would collide w
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -236,7 +237,7 @@ def active_rollouts(
     url: str, machine: str, customers: Sequence[str] | None = None
 ) -> list[ActiveRollout]:
     """Return every rollout in progress (or those of `customers`), with its machine pointer."""
-    columns = ", ".join(f"p.{c.strip()}" for c in store._POINTER_COLUMNS.split(","))
+    columns = ", ".join(f"p.{f.name}" for f in dataclasses.fields(store.Pointer))
     with transaction(url) as cur:
         cur.execute(
             f"SELECT {_ROLLOUT}, {columns} FROM rollouts r LEFT JOIN machine_pointers p"

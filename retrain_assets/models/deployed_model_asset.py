@@ -103,7 +103,7 @@ def deployed_model(
             url,
             DeploymentRequest(
                 customer=customer, version=challenger.version, run_key=challenger.run_key,
-                decided_by=who, reason=reason, gate_result_id=int(verdict.id or 0),
+                decided_by=who, reason=reason, gate_result_id=_row_id(verdict),
                 previous_champion=champion, dagster_run_id=run.run_id,
                 mlflow_run_id=mlflow_run_id,
             ),
@@ -168,6 +168,12 @@ def _usable_verdict(
             f"(RETRAIN_DEPLOY_PASS_MAX_AGE_HOURS); {how}"
         )
     return verdict
+
+
+def _row_id(verdict: GateResult) -> int:
+    if verdict.id is None:  # read from gate_results, so it has one
+        raise RuntimeError(f"verdict for version {verdict.model_version} has no gate_results id")
+    return verdict.id
 
 
 def _state_after(report: TickReport, customer: str) -> str:

@@ -102,8 +102,8 @@ def test_no_data_counts_as_a_failure_after_the_allowed_intervals(world):
         report = world.advance()
         assert report.results["acme"].pointer.state == "CANARY_10"
         note = history(world.db, NAME, "acme")[-1].note
-        assert note == (f"waiting for data: 0 of 20 canary predictions, 0 of 20 rows with "
-                        f"actuals (interval {interval} of 3)")
+        assert note == (f"waiting for data: 0 of 20 canary predictions, rows with actuals "
+                        f"not counted yet (interval {interval} of 3)")
         world.clock.forward(1)
     world.advance()
     [(outcome, reason)] = rows(world.db, "SELECT outcome, reason FROM rollouts")

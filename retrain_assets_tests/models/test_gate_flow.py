@@ -4,6 +4,7 @@ Each candidate goes the way the poller sends it: its RunRequest (model_candidate
 registered_model, with their checks) is executed on the Postgres-backed instance.
 """
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -79,8 +80,12 @@ def gate(result: dg.ExecuteInProcessResult) -> dg.AssetCheckEvaluation:
 
 
 def audit(uri: str) -> subprocess.CompletedProcess:
-    env = {"PATH": str(Path(sys.executable).parent), "MLFLOW_TRACKING_URI": uri}
-    return subprocess.run([CLI, "audit"], env=env, capture_output=True, text=True, timeout=300)
+    """Run `retrain-assets audit` for this module's customer (MLflow is shared by the session;
+    the deployment records it checks the aliases against are this test's project database)."""
+    env = {"PATH": str(Path(sys.executable).parent), "MLFLOW_TRACKING_URI": uri,
+           "RETRAIN_APP_PG_URL": os.environ["RETRAIN_APP_PG_URL"]}
+    return subprocess.run([CLI, "audit", "--customer", CUSTOMER], env=env, capture_output=True,
+                          text=True, timeout=300)
 
 
 def test_a_winner_is_registered_once_as_challenger_and_retries_change_nothing(model_world):
