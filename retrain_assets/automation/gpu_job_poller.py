@@ -34,12 +34,14 @@ from retrain_assets.deployment.selection import registration_selection
 from retrain_assets.gpu.protocol import Job, JobStatus
 from retrain_assets.machines.engine import advance_many
 from retrain_assets.machines.handoff import HANDOFF_STATES, FactsByCustomer, request_key
+from retrain_assets.machines.observations import transition_observations
 from retrain_assets.machines.store import Pointer, unfinished_pointers
 from retrain_assets.machines.training import JOB_ID, NAME, training_machine
 from retrain_assets.models.deployed_model_asset import deployed_model
 from retrain_assets.models.model_candidate_asset import model_candidate
 from retrain_assets.models.registered_model_asset import registered_model
 from retrain_assets.models.resources import GpuServiceResource, training_services
+from retrain_assets.models.training_job_asset import training_job
 from retrain_assets.store.resource import ProjectDatabase
 
 TICK_BUDGET_SECONDS = 40.0  # Dagster cancels a sensor evaluation after 60 s
@@ -141,10 +143,18 @@ def gpu_job_poller(
         final.values(), facts, lambda c, k, a: candidate_request(c, k, a, c in auto)
     )
     advanced = sum(not r.busy and r.error is None for r in results.values())
+    progress = {
+        p.customer: f"{job.status} {job.rounds_done}/{job.total_rounds} rounds"
+        for p in polling
+        if (job := jobs.get(str(p.payload[JOB_ID]))) is not None
+    }
+    moves = transition_observations(
+        training_job.key, machine, {p.customer: p.state for p in chosen}, results, progress
+    )
     context.log.info(
         f"{len(pointers)} unfinished, {len(chosen)} due, {len(jobs)} statuses in one batch, "
         f"{sum(p.state in HANDOFF_STATES for p in chosen)} in the hand-off, "
         f"{len(requests)} candidate run(s) requested, "
         f"{advanced} advanced, {len(chosen) - len(results)} deferred to the next tick"
     )
-    return dg.SensorResult(run_requests=requests)
+    return dg.SensorResult(run_requests=requests, asset_events=moves)

@@ -17,6 +17,9 @@ from retrain_assets.deployment.advancing import TickReport, advance_rollouts
 from retrain_assets.deployment.mirror import MirrorReport, mirror_analyses
 from retrain_assets.deployment.settings import DEFAULTS, rollout_settings
 from retrain_assets.features.parquet_store import PartitionStorage
+from retrain_assets.machines.observations import transition_observations
+from retrain_assets.machines.rollout import rollout_machine
+from retrain_assets.models.deployed_model_asset import deployed_model
 from retrain_assets.registry.resource import MlflowRegistryResource
 from retrain_assets.store.resource import ProjectDatabase
 
@@ -46,12 +49,13 @@ def rollout_controller(
     project_db: ProjectDatabase,
     mlflow_registry: MlflowRegistryResource,
     partition_storage: PartitionStorage,
-) -> dg.SkipReason:
+) -> dg.SensorResult:
     """Advance the rollouts in progress; say what happened to each customer."""
     started = time.monotonic()
     url, registry = project_db.connection_url(), mlflow_registry.registry()
+    settings = rollout_settings()
     report = advance_rollouts(
-        url, registry, partition_storage.store(), settings=rollout_settings(),
+        url, registry, partition_storage.store(), settings=settings,
         deadline=started + TICK_BUDGET_SECONDS * ADVANCE_SHARE,
     )
     mirrored = mirror_analyses(url, registry, started + TICK_BUDGET_SECONDS)
@@ -60,9 +64,14 @@ def rollout_controller(
         context.log.info(line)
     for customer, problem in sorted(report.problems.items()):
         context.log.error(f"{customer}: {problem}")
+    moves = transition_observations(
+        deployed_model.key, rollout_machine(settings), report.before, report.results
+    )
     if not report.active:
-        return dg.SkipReason("no rollout in progress")
-    return dg.SkipReason("; ".join(lines[:1] + lines[1 : SHOWN + 1]))
+        return dg.SensorResult(skip_reason="no rollout in progress", asset_events=moves)
+    return dg.SensorResult(
+        skip_reason="; ".join(lines[:1] + lines[1 : SHOWN + 1]), asset_events=moves
+    )
 
 
 def tick_lines(report: TickReport, mirrored: MirrorReport) -> list[str]:

@@ -47,6 +47,7 @@ class TickReport:
     active: int = 0
     waiting: int = 0  # inside their step's minimum time: not advanced
     observed: int = 0
+    before: dict[str, str] = field(default_factory=dict)  # customer -> state before advancing
     results: dict[str, AdvanceResult] = field(default_factory=dict)
     deferred: list[str] = field(default_factory=list)
     closed: dict[str, str] = field(default_factory=dict)  # customer -> why it was closed
@@ -112,6 +113,7 @@ def advance_rollouts(
     writes = RolloutWrites()
     services = RolloutServices(registry, writes, chosen, now)
     names = [a.rollout.customer for a in due]
+    report.before = {a.rollout.customer: a.pointer.state for a in due if a.pointer is not None}
     report.results = advance_many(
         url, machine, names, services, known={FACTS: facts}, chunk=chunk, deadline=deadline,
         before_commit=writes.flush,

@@ -49,10 +49,15 @@ def tick(instance) -> dg.SensorResult:
     return gpu_job_poller(context)
 
 
-def poll_until_requested(instance, seconds: float = 60, customer=CUSTOMER) -> dg.RunRequest:
+def poll_until_requested(
+    instance, seconds: float = 60, customer=CUSTOMER, moves: list | None = None
+) -> dg.RunRequest:
+    """Tick until the customer's candidate run is requested; `moves` collects observations."""
     deadline = time.monotonic() + patience(seconds)
     while time.monotonic() < deadline:
         result = tick(instance)
+        if moves is not None:
+            moves.extend(e for e in result.asset_events if e.partition == customer)
         for request in result.run_requests:
             if request.partition_key == customer:
                 return request
@@ -83,10 +88,17 @@ def test_the_run_ends_while_the_job_trains_and_the_poller_fetches_one_candidate(
         CUSTOMER, "beta-de"
     }
     assert service.job(job_id)["status"] in ("queued", "running")
-    assert tick(instance).run_requests == []  # still training: a poll visit, no request
+    polled = tick(instance)
+    assert polled.run_requests == []  # still training: a poll visit, no request
+    assert [e for e in polled.asset_events if e.partition == CUSTOMER] == []  # not a move
 
-    request = poll_until_requested(instance, customer=CUSTOMER)
+    moves: list = []
+    request = poll_until_requested(instance, customer=CUSTOMER, moves=moves)
     assert request.run_key == f"candidate-{key}-1" and request.partition_key == CUSTOMER
+    # the move out of POLL_JOB is shown on the customer's partition of training_job
+    assert [(m.asset_key, m.metadata["state"].value) for m in moves] == [
+        (dg.AssetKey("training_job"), "AWAIT_CANDIDATE")
+    ]
     assert request.tags["customer"] == CUSTOMER
     assert pointer(db, "training", CUSTOMER).state == "AWAIT_CANDIDATE"
     fetched = materialize(instance, [model_candidate], request.run_config)
