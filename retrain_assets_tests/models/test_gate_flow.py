@@ -61,11 +61,16 @@ def execute(instance, request: dg.RunRequest, selection=None) -> dg.ExecuteInPro
     """
     keys = selection or request.asset_selection
     job = build_definitions().resolve_implicit_job_def_def_for_assets(keys)
+    if selection is None and request.asset_check_keys is not None:
+        # the checks the request names, as the daemon runs them (not every check of the assets)
+        job = job.get_subset(
+            asset_selection=set(keys), asset_check_selection=set(request.asset_check_keys)
+        )
     result = job.execute_in_process(
         run_config=request.run_config,
         instance=instance,
         partition_key=request.partition_key,
-        asset_selection=keys,
+        asset_selection=None if job.is_subset else keys,
         tags=request.tags,
         raise_on_error=False,
     )
