@@ -19,6 +19,7 @@ import dagster as dg
 import mlflow
 from dagster_mlflow.resources import MlFlow
 
+from retrain_assets.registry.mlflow_registry import process_tracking_uri
 from retrain_assets.settings import mlflow_tracking_uri
 
 EXPERIMENT_PREFIX = "deployments/"
@@ -67,14 +68,20 @@ def deployment_mlflow(context: dg.InitResourceContext) -> Iterator[MlFlow]:
         "env_to_tag": None,
         "extra_tags": {"customer": customer},
     }
-    tracking = MlFlow(_ForCustomer(context, config))
-    try:
-        yield tracking
-    finally:
-        tracking.cleanup_on_error()  # dagster-mlflow's own: FAILED/KILLED on an exception
-        # otherwise FINISHED: the next step of this Dagster run resumes it by its tag
-        if mlflow.active_run() is not None:
-            mlflow.end_run()
+    # dagster-mlflow sets MLflow's process-wide tracking URI and experiment; both are put back
+    # when the step ends, so nothing else in the process (registry calls, a later step run in
+    # the same process) talks to MLflow through a deployment's settings.
+    saved_experiment = mlflow.tracking.fluent._active_experiment_id
+    with process_tracking_uri(config["mlflow_tracking_uri"]):
+        tracking = MlFlow(_ForCustomer(context, config))
+        try:
+            yield tracking
+        finally:
+            tracking.cleanup_on_error()  # dagster-mlflow's own: FAILED/KILLED on an exception
+            # otherwise FINISHED: the next step of this Dagster run resumes it by its tag
+            if mlflow.active_run() is not None:
+                mlflow.end_run()
+            mlflow.tracking.fluent._active_experiment_id = saved_experiment
 
 
 def active_run_id(tracking: MlFlow) -> str:

@@ -94,7 +94,7 @@ def _quoted(value: str) -> str:
 
 
 @contextlib.contextmanager
-def _process_tracking_uri(uri: str) -> Iterator[None]:
+def process_tracking_uri(uri: str) -> Iterator[None]:
     """Point MLflow's process-wide tracking URI at `uri` for a block, then put it back.
 
     MLflow's own `_use_tracking_uri` restores its module variable but, when that was unset,
@@ -252,7 +252,7 @@ class MlflowRegistry:
             ).model_id
         # mlflow.lightgbm.log_model has no client argument: it reads the process-wide tracking
         # URI, so it is pointed at ours for this call only and restored afterwards.
-        with _process_tracking_uri(self.tracking_uri):
+        with process_tracking_uri(self.tracking_uri):
             mlflow.lightgbm.log_model(
                 booster,
                 name=LOGGED_MODEL_NAME,
@@ -387,7 +387,7 @@ class MlflowRegistry:
             return None
         version, uri = found
         # load_model has no client argument: point the process-wide URI at ours for the call
-        with _process_tracking_uri(self.tracking_uri):
+        with process_tracking_uri(self.tracking_uri):
             return version, mlflow.lightgbm.load_model(uri)
 
     def aliased_version(
@@ -401,7 +401,7 @@ class MlflowRegistry:
 
     def load_version(self, customer: str, version: str) -> lightgbm.Booster:
         """Return the model of one registered version, loaded now (a URI pinned to the number)."""
-        with _process_tracking_uri(self.tracking_uri):
+        with process_tracking_uri(self.tracking_uri):
             return mlflow.lightgbm.load_model(f"models:/{model_name(customer)}/{version}")
 
     def withdraw_alias(self, customer: str, alias: str, version: str, reason: str) -> bool:

@@ -8,6 +8,7 @@ prediction log is written as docs/deployment.md says the service writes it.
 from __future__ import annotations
 
 import dagster as dg
+import mlflow
 
 from retrain_assets.cli import main
 from retrain_assets.deployment.advancing import advance_rollouts
@@ -70,6 +71,9 @@ def test_first_deployment_then_a_better_challenger_rolls_out_and_is_promoted(reg
     [deployed] = result.asset_materializations_for_node("deployed_model")
     assert deployed.metadata["rollout_state"].value == "DONE"  # nothing to canary against
     assert registry.aliases(world.customer)[CHAMPION] == first
+    # the deployment's MLflow run left no process-wide MLflow state behind (URI, experiment)
+    assert mlflow.tracking._tracking_service.utils._tracking_uri is None
+    assert mlflow.tracking.fluent._active_experiment_id is None
 
     second = world.register("rk-second", rounds=120)
     result = world.run(DEPLOY)
