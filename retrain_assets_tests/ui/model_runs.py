@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from retrain_assets.automation.handoff import RUN_KEY_TAG
 from retrain_assets_tests.running_platform import RunningPlatform
 from retrain_assets_tests.waiting import wait_until
 
@@ -40,10 +41,13 @@ def training_run_key(platform: RunningPlatform, customer: str) -> str:
 
 
 def candidate_run(platform: RunningPlatform, run_key: str) -> dict | None:
-    """Return the gpu_job_poller's run for a run key (id and status), if it requested one."""
-    tags = [{"key": "dagster/run_key", "value": f"candidate-{run_key}"}]
+    """Return the gpu_job_poller's latest candidate run for a run key (id and status), if any.
+
+    The hand-off requests `candidate-<run key>-<attempt>` and tags every attempt with the run
+    key; the newest attempt is the one that counts (runs come newest first).
+    """
+    tags = [{"key": RUN_KEY_TAG, "value": run_key}]
     runs = platform.graphql(RUNS_TAGGED, {"tags": tags})["runsOrError"]["results"]
-    assert len(runs) <= 1, f"more than one candidate run for {run_key}: {runs}"
     return runs[0] if runs else None
 
 
@@ -67,7 +71,7 @@ def verdict(platform: RunningPlatform, run_key: str) -> Verdict:
     rows = platform.query(
         "app",
         "SELECT passed, reason, reference, dagster_run_id FROM gate_results "
-        "WHERE run_key = %s ORDER BY id DESC LIMIT 1",
+        "WHERE run_key = %s AND gate = 'beats_champion' ORDER BY id DESC LIMIT 1",
         (run_key,),
     )
     assert rows, f"no gate verdict for {run_key}"
