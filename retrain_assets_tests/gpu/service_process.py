@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -21,12 +20,11 @@ import pytest
 import requests
 
 from retrain_assets.gpu.client import HttpGpuService
-from retrain_assets.runtime.default_signals import with_default_signals
+from retrain_assets_tests.service_processes import start_until_healthy, stop_with_sigterm
 from retrain_assets_tests.waiting import patience
 
 TOKEN = "test-token"
 FEATURES = ["lag_7", "lag_14", "rolling_mean_7", "price", "on_promo", "day_of_week"]
-STARTUP_SECONDS = patience(60)
 
 
 def free_port() -> int:
@@ -129,32 +127,13 @@ class ServiceProcess:
         if self.allow_faults:
             command.append("--allow-faults")
         self.home.mkdir(parents=True, exist_ok=True)
-        with self.log_path.open("wb") as log:
-            self.process = subprocess.Popen(
-                with_default_signals(command), env=env, stdin=subprocess.DEVNULL, stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        deadline = time.monotonic() + STARTUP_SECONDS
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                pytest.fail(f"service exited {self.process.returncode}:\n{self.log()}")
-            with contextlib.suppress(requests.ConnectionError):
-                if requests.get(f"{self.url}/healthz", timeout=2).status_code == 200:
-                    return
-            time.sleep(0.1)
-        pytest.fail(f"service did not answer /healthz in {STARTUP_SECONDS}s:\n{self.log()}")
+        self.process = start_until_healthy(
+            command, env, self.log_path, f"{self.url}/healthz", self.log
+        )
 
     def stop(self) -> int:
         """Stop the service with SIGTERM (as `up` would) and return its exit code."""
-        if self.process is None or self.process.poll() is not None:
-            return self.process.returncode if self.process else 0
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            return self.process.wait(30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-            pytest.fail(f"service ignored SIGTERM for 30 s:\n{self.log()}")
+        return stop_with_sigterm(self.process, self.log)
 
     def kill(self) -> None:
         """SIGKILL the service process alone, as a crash of the service would."""

@@ -2,29 +2,22 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
 import subprocess
 import sys
 import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pytest
 import requests
 
 from retrain_assets.models.export import MODEL_FEATURES
-from retrain_assets.runtime.default_signals import with_default_signals
 from retrain_assets_tests.running_platform import free_port
-from retrain_assets_tests.waiting import patience
+from retrain_assets_tests.service_processes import start_until_healthy, stop_with_sigterm
 
 TOKEN = "serving-test-token"
 SERVE = [str(Path(sys.executable).parent / "retrain-assets"), "serve"]
-STARTUP_SECONDS = patience(60)
-STOP_SECONDS = patience(30)
 
 
 def feature_row(store_id: str, item_id: str, day: str = "2026-03-01", seed: int = 0) -> dict:
@@ -70,35 +63,14 @@ class ServingProcess:
             RETRAIN_SERVE_REFRESH_SECONDS="0.5",
             **self.extra_env,
         )
-        with self.log_path.open("wb") as out:
-            self.process = subprocess.Popen(
-                with_default_signals([*SERVE, "--port", str(self.port)]),
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
-        deadline = time.monotonic() + STARTUP_SECONDS
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                pytest.fail(f"serve exited {self.process.returncode}:\n{self.log()}")
-            with contextlib.suppress(requests.ConnectionError):
-                if requests.get(f"{self.url}/v2/health/ready", timeout=2).status_code == 200:
-                    return
-            time.sleep(0.1)
-        pytest.fail(f"serve was not ready in {STARTUP_SECONDS:.0f} s:\n{self.log()}")
+        self.process = start_until_healthy(
+            [*SERVE, "--port", str(self.port)], env, self.log_path,
+            f"{self.url}/v2/health/ready", self.log,
+        )
 
     def stop(self) -> int:
         """SIGTERM the service (as `up` would) and return its exit code."""
-        if self.process is None or self.process.poll() is not None:
-            return self.process.returncode if self.process else 0
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            return self.process.wait(STOP_SECONDS)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-            pytest.fail(f"serve ignored SIGTERM for {STOP_SECONDS:.0f} s:\n{self.log()}")
+        return stop_with_sigterm(self.process, self.log)
 
     def kill(self) -> None:
         """SIGKILL the service, as a crash would."""
