@@ -111,9 +111,7 @@ def main() -> None:
         f"{args.stores} stores x {args.items} items = {series:,} series, "
         f"{len(sales):,} input rows ({input_mib:,.0f} MiB deep)"
     )
-    print(
-        f"python {platform.python_version()}, pandas {pd.__version__}, numpy {np.__version__}"
-    )
+    print(f"python {platform.python_version()}, pandas {pd.__version__}, numpy {np.__version__}")
     table = [
         ("build input (once)", f"{build_s:.2f} s"),
         (f"features, median of {args.repeat}", f"{statistics.median(times):.2f} s"),

@@ -56,16 +56,22 @@ def setup(server: Any, n: int) -> tuple[str, Any, list[Any]]:
             cur,
             "INSERT INTO machine_pointers (machine, customer, run_key, state, status, payload)"
             " VALUES %s",
-            [("training", c, f"{c}-key", "AWAIT_GATE", "waiting", Json(payload))
-             for c in customers],
+            [
+                ("training", c, f"{c}-key", "AWAIT_GATE", "waiting", Json(payload))
+                for c in customers
+            ],
             page_size=1000,
         )
     requests = [candidate_request(c, f"{c}-key", 1) for c in customers]
     for request in requests:
-        instance.add_run(dg.DagsterRun(
-            job_name="__ASSET_JOB", run_id=str(uuid.uuid4()), status=dg.DagsterRunStatus.STARTED,
-            tags={**request.tags, "dagster/partition": request.partition_key},
-        ))
+        instance.add_run(
+            dg.DagsterRun(
+                job_name="__ASSET_JOB",
+                run_id=str(uuid.uuid4()),
+                status=dg.DagsterRunStatus.STARTED,
+                tags={**request.tags, "dagster/partition": request.partition_key},
+            )
+        )
     return app_url, instance, requests
 
 
@@ -89,9 +95,14 @@ def set_status(instance: Any, status: Any) -> None:
 
     for run in instance.get_runs():
         instance.delete_run(run.run_id)
-        instance.add_run(dg.DagsterRun(
-            job_name=run.job_name, run_id=run.run_id, status=status, tags=run.tags,
-        ))
+        instance.add_run(
+            dg.DagsterRun(
+                job_name=run.job_name,
+                run_id=run.run_id,
+                status=status,
+                tags=run.tags,
+            )
+        )
 
 
 def record_outcomes(app_url: str, instance: Any, requests: list[Any]) -> None:
@@ -105,15 +116,31 @@ def record_outcomes(app_url: str, instance: Any, requests: list[Any]) -> None:
             cur,
             "INSERT INTO gate_results (run_key, customer, passed, candidate_wape, reference_wape,"
             " reference, margin, holdout_window, rows_scored, reason) VALUES %s",
-            [(r.tags["retrain/run_key"], r.partition_key, True, 0.3, 0.36, "seasonal naive",
-              0.02, "w", 70, "beats") for r in requests],
+            [
+                (
+                    r.tags["retrain/run_key"],
+                    r.partition_key,
+                    True,
+                    0.3,
+                    0.36,
+                    "seasonal naive",
+                    0.02,
+                    "w",
+                    70,
+                    "beats",
+                )
+                for r in requests
+            ],
             page_size=1000,
         )
     for r in requests:
-        instance.report_runless_asset_event(dg.AssetMaterialization(
-            asset_key="registered_model", partition=r.partition_key,
-            metadata={"run_key": r.tags["retrain/run_key"], "version": "1"},
-        ))
+        instance.report_runless_asset_event(
+            dg.AssetMaterialization(
+                asset_key="registered_model",
+                partition=r.partition_key,
+                metadata={"run_key": r.tags["retrain/run_key"], "version": "1"},
+            )
+        )
 
 
 def main() -> int:
@@ -138,11 +165,14 @@ def main() -> int:
         failed, result = tick(app_url, instance)
         assert len(result.run_requests) == n, len(result.run_requests)
         for request in result.run_requests:  # the daemon launched attempt 2; it succeeded
-            instance.add_run(dg.DagsterRun(
-                job_name="__ASSET_JOB", run_id=str(uuid.uuid4()),
-                status=dg.DagsterRunStatus.SUCCESS,
-                tags={**request.tags, "dagster/partition": request.partition_key},
-            ))
+            instance.add_run(
+                dg.DagsterRun(
+                    job_name="__ASSET_JOB",
+                    run_id=str(uuid.uuid4()),
+                    status=dg.DagsterRunStatus.SUCCESS,
+                    tags={**request.tags, "dagster/partition": request.partition_key},
+                )
+            )
         record_outcomes(app_url, instance, requests)
         recorded, _ = tick(app_url, instance)
         from retrain_assets.store.database import transaction
@@ -152,14 +182,20 @@ def main() -> int:
             states = dict(cur.fetchall())
         assert states == {"DONE": n}, states
         rows.append((n, setup_seconds, waiting, failed, recorded))
-        print(f"  N={n}: waiting {waiting:.2f} s, failed {failed:.2f} s, "
-              f"recorded {recorded:.2f} s", flush=True)
-    print("\n| N in the hand-off | setup (not timed) | waiting tick | all runs failed: N "
-          "re-requests | all recorded: N DONE |")
+        print(
+            f"  N={n}: waiting {waiting:.2f} s, failed {failed:.2f} s, recorded {recorded:.2f} s",
+            flush=True,
+        )
+    print(
+        "\n| N in the hand-off | setup (not timed) | waiting tick | all runs failed: N "
+        "re-requests | all recorded: N DONE |"
+    )
     print("|---|---|---|---|---|")
     for n, setup_seconds, waiting, failed, recorded in rows:
-        print(f"| {n:,} | {setup_seconds:.0f} s | {waiting:.2f} s | {failed:.2f} s | "
-              f"{recorded:.2f} s |")
+        print(
+            f"| {n:,} | {setup_seconds:.0f} s | {waiting:.2f} s | {failed:.2f} s | "
+            f"{recorded:.2f} s |"
+        )
     return 0
 
 

@@ -68,16 +68,18 @@ def bench(size: int, days: int, work: Path) -> dict[str, float]:
         )
         assert len(first.run_requests) == 1, first
         steady, row["steady tick"] = timed(
-            lambda: landing_arrivals(dg.build_sensor_context(instance=instance,
-                                                             cursor=first.cursor))
+            lambda: landing_arrivals(
+                dg.build_sensor_context(instance=instance, cursor=first.cursor)
+            )
         )
         assert not steady.run_requests, steady
         late = root / names[size // 2] / f"{DAY0 + dt.timedelta(days=days // 2)}.csv"
         late.write_text("x\n")
         os.utime(late, (time.time() - 3600, time.time() - 3600))
         reread, row["late-file tick"] = timed(
-            lambda: landing_arrivals(dg.build_sensor_context(instance=instance,
-                                                             cursor=first.cursor))
+            lambda: landing_arrivals(
+                dg.build_sensor_context(instance=instance, cursor=first.cursor)
+            )
         )
         assert len(reread.run_requests) == 1, reread
     row["rss GiB"] = psutil.Process().memory_info().rss / 2**30

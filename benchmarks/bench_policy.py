@@ -54,13 +54,15 @@ def write_days(storage: Path, names: list[str]) -> None:
     rng = np.random.default_rng(7)
     rows = len(names) * ROWS_PER_CUSTOMER
     for day in DAYS:
-        frame = pd.DataFrame({
-            "customer": np.repeat(names, ROWS_PER_CUSTOMER),
-            "rolling_mean_7": 10 + rng.normal(0, 2, rows),
-            "rolling_mean_28": 10 + rng.normal(0, 2, rows),
-            "price": 5 + rng.normal(0, 0.5, rows),
-            "on_promo": rng.random(rows) < 0.1,
-        })
+        frame = pd.DataFrame(
+            {
+                "customer": np.repeat(names, ROWS_PER_CUSTOMER),
+                "rolling_mean_7": 10 + rng.normal(0, 2, rows),
+                "rolling_mean_28": 10 + rng.normal(0, 2, rows),
+                "price": 5 + rng.normal(0, 0.5, rows),
+                "on_promo": rng.random(rows) < 0.1,
+            }
+        )
         store.write("store_day_features", day.isoformat(), frame)
 
 
@@ -74,22 +76,38 @@ def seed_database(url: str, names: list[str]) -> None:
     window = {d.isoformat(): f"v-{d.isoformat()}" for d in DAYS[:WINDOW_DAYS]}
     with transaction(url) as cur:
         execute_values(
-            cur, "INSERT INTO customers (name, country, added_by) VALUES %s",
+            cur,
+            "INSERT INTO customers (name, country, added_by) VALUES %s",
             [(name, "US", "bench") for name in names],
         )
         execute_values(
             cur,
             "INSERT INTO feature_snapshots (partition_date, data_version, feature_version,"
             " rows_per_customer, from_backfill, backfill_id, run_id) VALUES %s",
-            [(d, f"v-{d.isoformat()}", "f1", Json(per_customer), False, None, "bench")
-             for d in DAYS],
+            [
+                (d, f"v-{d.isoformat()}", "f1", Json(per_customer), False, None, "bench")
+                for d in DAYS
+            ],
         )
         execute_values(
             cur,
             "INSERT INTO retraining_decisions (customer, policy, reason, first_day, last_day,"
             " data_versions, snapshot_sha, decided_by, details, dagster_run_id) VALUES %s",
-            [(name, "manual", "bench", DAYS[0], DAYS[WINDOW_DAYS - 1], Json(window), "sha",
-              "bench", Json({}), f"run-{name}") for name in names],
+            [
+                (
+                    name,
+                    "manual",
+                    "bench",
+                    DAYS[0],
+                    DAYS[WINDOW_DAYS - 1],
+                    Json(window),
+                    "sha",
+                    "bench",
+                    Json({}),
+                    f"run-{name}",
+                )
+                for name in names
+            ],
         )
 
 
@@ -136,8 +154,10 @@ def recent_reads(storage: Path, names: list[str]) -> tuple[float | None, float]:
             days[day] = pd.read_parquet(handle, columns=["customer", *DRIFT_FEATURES])
     for name in names:
         rows = pd.concat([days[d][days[d]["customer"] == name] for d in recent])
-        _ = {f: (rows[f].astype(float).mean(), rows[f].astype(float).std(ddof=0))
-         for f in DRIFT_FEATURES}
+        _ = {
+            f: (rows[f].astype(float).mean(), rows[f].astype(float).std(ddof=0))
+            for f in DRIFT_FEATURES
+        }
     filtered = time.perf_counter() - started
     return filtered, _timed_day_frames(store, names, recent)
 
@@ -165,8 +185,13 @@ def run_size(server, n: int, home: Path) -> dict:
     rest = [tick(url, storage, names)[0] for _ in range(2)]
     filtered, split = recent_reads(storage, names)
     return {
-        "n": n, "first": first, "steady": min(rest), "filtered": filtered, "split": split,
-        "rss_gib": psutil.Process().memory_info().rss / (1 << 30), "reason": reason[:90],
+        "n": n,
+        "first": first,
+        "steady": min(rest),
+        "filtered": filtered,
+        "split": split,
+        "rss_gib": psutil.Process().memory_info().rss / (1 << 30),
+        "reason": reason[:90],
     }
 
 
@@ -180,8 +205,10 @@ def main() -> None:
 
     server = start_server(home)
     try:
-        print("| customers | tick 1 (baselines computed) | steady tick | per customer "
-              "| recent stats, filtered per customer | DayFrames | RSS |")
+        print(
+            "| customers | tick 1 (baselines computed) | steady tick | per customer "
+            "| recent stats, filtered per customer | DayFrames | RSS |"
+        )
         print("|---:|---:|---:|---:|---:|---:|---:|")
         for n in (int(s) for s in args.sizes.split(",")):
             r = run_size(server, n, home)

@@ -82,10 +82,19 @@ def write_days(storage: Path, names: list[str]) -> dict[dt.date, np.ndarray]:
     for day in DAYS:
         sold = rng.integers(1, 40, SERIES * len(names)).astype(float)
         actuals[day] = sold
-        store.write("store_day_features", day.isoformat(), pd.DataFrame({
-            "customer": np.repeat(names, SERIES), "store_id": stores, "item_id": items,
-            "date": pd.Timestamp(day), "units_sold": sold,
-        }))
+        store.write(
+            "store_day_features",
+            day.isoformat(),
+            pd.DataFrame(
+                {
+                    "customer": np.repeat(names, SERIES),
+                    "store_id": stores,
+                    "item_id": items,
+                    "date": pd.Timestamp(day),
+                    "units_sold": sold,
+                }
+            ),
+        )
     return actuals
 
 
@@ -105,7 +114,8 @@ def seed(url: str, names: list[str], actuals: dict[dt.date, np.ndarray]) -> None
     n = len(names)
     with transaction(url) as cur:
         execute_values(
-            cur, "INSERT INTO feature_snapshots (partition_date, data_version, feature_version,"
+            cur,
+            "INSERT INTO feature_snapshots (partition_date, data_version, feature_version,"
             " rows_per_customer, from_backfill, backfill_id, run_id) VALUES %s",
             [(d, f"v-{d}", "f1", Json({}), False, None, "bench") for d in DAYS],
         )
@@ -115,38 +125,115 @@ def seed(url: str, names: list[str], actuals: dict[dt.date, np.ndarray]) -> None
             " '-', 1, 'bench', 'challenger_beats_champion_now') RETURNING id"
         )
         gate = cur.fetchone()[0]
-        copy_rows(cur, "deployment_decisions",
-                  ["id", "customer", "version", "run_key", "decided_by", "reason",
-                   "gate_result_id", "previous_champion"],
-                  pd.DataFrame({"id": range(1, n + 1), "customer": names, "version": "2",
-                                "run_key": "rk", "by": "bench", "reason": "bench",
-                                "gate": gate, "prev": "1"}))
-        copy_rows(cur, "rollouts", ["id", "decision_id", "customer", "version"],
-                  pd.DataFrame({"id": range(1, n + 1), "d": range(1, n + 1), "customer": names,
-                                "version": "2"}))
+        copy_rows(
+            cur,
+            "deployment_decisions",
+            [
+                "id",
+                "customer",
+                "version",
+                "run_key",
+                "decided_by",
+                "reason",
+                "gate_result_id",
+                "previous_champion",
+            ],
+            pd.DataFrame(
+                {
+                    "id": range(1, n + 1),
+                    "customer": names,
+                    "version": "2",
+                    "run_key": "rk",
+                    "by": "bench",
+                    "reason": "bench",
+                    "gate": gate,
+                    "prev": "1",
+                }
+            ),
+        )
+        copy_rows(
+            cur,
+            "rollouts",
+            ["id", "decision_id", "customer", "version"],
+            pd.DataFrame(
+                {"id": range(1, n + 1), "d": range(1, n + 1), "customer": names, "version": "2"}
+            ),
+        )
         started = NOW.isoformat()
         payloads = [
-            json.dumps({"rollout_id": i, "decision_id": i, "version": "2", "champion": "1",
-                        "step": "CANARY_10", "weight": 0.1, "canary_set": True,
-                        "no_data_intervals": 0, "step_started_at": started})
+            json.dumps(
+                {
+                    "rollout_id": i,
+                    "decision_id": i,
+                    "version": "2",
+                    "champion": "1",
+                    "step": "CANARY_10",
+                    "weight": 0.1,
+                    "canary_set": True,
+                    "no_data_intervals": 0,
+                    "step_started_at": started,
+                }
+            )
             for i in range(1, n + 1)
         ]
-        copy_rows(cur, "machine_pointers",
-                  ["machine", "customer", "run_key", "state", "status", "payload", "visits"],
-                  pd.DataFrame({"m": "rollout", "customer": names,
-                                "k": [f"deploy-{i}" for i in range(1, n + 1)],
-                                "state": "CANARY_10", "status": "waiting", "payload": payloads,
-                                "visits": '{"START": 1, "CANARY_10": 1}'}))
-        copy_rows(cur, "serving_routes",
-                  ["customer", "champion_version", "canary_version", "canary_weight",
-                   "rollout_id", "step"],
-                  pd.DataFrame({"customer": names, "ch": "1", "ca": "2", "w": 0.1,
-                                "r": range(1, n + 1), "s": "CANARY_10"}))
-        copy_rows(cur, "prediction_log",
-                  ["customer", "model_version", "alias", "served", "request_key", "store_id",
-                   "item_id", "forecast_date", "prediction", "error", "rollout_id", "step",
-                   "served_at"],
-                  prediction_log(names, actuals))
+        copy_rows(
+            cur,
+            "machine_pointers",
+            ["machine", "customer", "run_key", "state", "status", "payload", "visits"],
+            pd.DataFrame(
+                {
+                    "m": "rollout",
+                    "customer": names,
+                    "k": [f"deploy-{i}" for i in range(1, n + 1)],
+                    "state": "CANARY_10",
+                    "status": "waiting",
+                    "payload": payloads,
+                    "visits": '{"START": 1, "CANARY_10": 1}',
+                }
+            ),
+        )
+        copy_rows(
+            cur,
+            "serving_routes",
+            [
+                "customer",
+                "champion_version",
+                "canary_version",
+                "canary_weight",
+                "rollout_id",
+                "step",
+            ],
+            pd.DataFrame(
+                {
+                    "customer": names,
+                    "ch": "1",
+                    "ca": "2",
+                    "w": 0.1,
+                    "r": range(1, n + 1),
+                    "s": "CANARY_10",
+                }
+            ),
+        )
+        copy_rows(
+            cur,
+            "prediction_log",
+            [
+                "customer",
+                "model_version",
+                "alias",
+                "served",
+                "request_key",
+                "store_id",
+                "item_id",
+                "forecast_date",
+                "prediction",
+                "error",
+                "rollout_id",
+                "step",
+                "served_at",
+            ],
+            prediction_log(names, actuals),
+        )
         cur.execute("ANALYZE")
 
 
@@ -162,24 +249,72 @@ def prediction_log(names: list[str], actuals: dict[dt.date, np.ndarray]) -> pd.D
             key = f"{store}/{item}/{day}"
             actual = sold[:, series]
             canary = series < per_day
-            common = {"customer": names, "request_key": key, "store_id": store,
-                      "item_id": item, "forecast_date": day.isoformat()}
-            tail = {"error": None, "rollout_id": range(1, n + 1), "step": "CANARY_10",
-                    "served_at": (NOW + dt.timedelta(minutes=offset)).isoformat()}
+            common = {
+                "customer": names,
+                "request_key": key,
+                "store_id": store,
+                "item_id": item,
+                "forecast_date": day.isoformat(),
+            }
+            tail = {
+                "error": None,
+                "rollout_id": range(1, n + 1),
+                "step": "CANARY_10",
+                "served_at": (NOW + dt.timedelta(minutes=offset)).isoformat(),
+            }
             if canary:
-                frames.append(pd.DataFrame({**common, "model_version": "2", "alias": "canary",
-                                            "served": True, "prediction": actual * 1.02,
-                                            **tail}))
-                frames.append(pd.DataFrame({**common, "model_version": "1",
-                                            "alias": "champion", "served": False,
-                                            "prediction": actual * 1.10, **tail}))
+                frames.append(
+                    pd.DataFrame(
+                        {
+                            **common,
+                            "model_version": "2",
+                            "alias": "canary",
+                            "served": True,
+                            "prediction": actual * 1.02,
+                            **tail,
+                        }
+                    )
+                )
+                frames.append(
+                    pd.DataFrame(
+                        {
+                            **common,
+                            "model_version": "1",
+                            "alias": "champion",
+                            "served": False,
+                            "prediction": actual * 1.10,
+                            **tail,
+                        }
+                    )
+                )
             else:
-                frames.append(pd.DataFrame({**common, "model_version": "1",
-                                            "alias": "champion", "served": True,
-                                            "prediction": actual * 1.10, **tail}))
-    columns = ["customer", "model_version", "alias", "served", "request_key", "store_id",
-               "item_id", "forecast_date", "prediction", "error", "rollout_id", "step",
-               "served_at"]
+                frames.append(
+                    pd.DataFrame(
+                        {
+                            **common,
+                            "model_version": "1",
+                            "alias": "champion",
+                            "served": True,
+                            "prediction": actual * 1.10,
+                            **tail,
+                        }
+                    )
+                )
+    columns = [
+        "customer",
+        "model_version",
+        "alias",
+        "served",
+        "request_key",
+        "store_id",
+        "item_id",
+        "forecast_date",
+        "prediction",
+        "error",
+        "rollout_id",
+        "step",
+        "served_at",
+    ]
     return pd.concat(frames, ignore_index=True)[columns]
 
 
@@ -190,7 +325,8 @@ def move_steps_back(url: str, seconds: int) -> None:
     with transaction(url) as cur:
         cur.execute(
             "UPDATE machine_pointers SET payload = jsonb_set(payload, '{step_started_at}',"
-            " to_jsonb(%s::text)) WHERE machine = 'rollout'", (earlier,)
+            " to_jsonb(%s::text)) WHERE machine = 'rollout'",
+            (earlier,),
         )
 
 
@@ -201,8 +337,13 @@ def timed_tick(url: str, storage: Path, settings, chunk: int) -> tuple[float, ob
     registry = CountingRegistry()
     started, cpu = time.perf_counter(), time.process_time()
     report = advance_rollouts(
-        url, registry, ParquetPartitionStore(str(storage)), settings=settings,
-        deadline=time.monotonic() + 30.0, clock=lambda: NOW, chunk=chunk,
+        url,
+        registry,
+        ParquetPartitionStore(str(storage)),
+        settings=settings,
+        deadline=time.monotonic() + 30.0,
+        clock=lambda: NOW,
+        chunk=chunk,
     )
     CPU.append(time.process_time() - cpu)
     return time.perf_counter() - started, report, registry.calls
@@ -228,8 +369,12 @@ def run_size(server, n: int, home: Path, chunk: int) -> dict:
     actuals = write_days(storage, names)
     seed(url, names, actuals)
     setup = time.perf_counter() - began
-    settings = RolloutSettings(step_seconds=1800, min_predictions=CANARY_ROWS,
-                               min_actuals=CANARY_ROWS, max_no_data_intervals=100)
+    settings = RolloutSettings(
+        step_seconds=1800,
+        min_predictions=CANARY_ROWS,
+        min_actuals=CANARY_ROWS,
+        max_no_data_intervals=100,
+    )
     waiting, report, calls = timed_tick(url, storage, settings, chunk)
     assert report.waiting == n and not report.results and calls == 0, report
     move_steps_back(url, 3600)
@@ -244,9 +389,15 @@ def run_size(server, n: int, home: Path, chunk: int) -> dict:
     assert report.observed == n and len(report.ended("CANARY_50")) == n, report.problems
     log_rows = count(url, "SELECT count(*) FROM prediction_log")
     return {
-        "n": n, "setup": setup, "waiting": waiting, "analysing": analysing,
+        "n": n,
+        "setup": setup,
+        "waiting": waiting,
+        "analysing": analysing,
         "analysing_cpu": analysing_cpu,
-        "no_data": no_data, "analyses": analyses, "routes": routes, "log_rows": log_rows,
+        "no_data": no_data,
+        "analyses": analyses,
+        "routes": routes,
+        "log_rows": log_rows,
         "rss_gib": psutil.Process().memory_info().rss / (1 << 30),
     }
 
@@ -265,11 +416,16 @@ def main() -> None:
 
     server = start_server(home)
     print(f"chunk {args.chunk or CHUNK} customers per transaction")
-    print(f"PostgreSQL: {'RETRAIN_PG_URL' if not server.embedded else 'embedded'}; "
-          f"{os.cpu_count()} CPUs", flush=True)
-    print("| customers in a rollout | prediction_log rows | setup (not timed) "
-          "| waiting tick | analysing tick (all pass -> CANARY_50) | per customer "
-          "| no-data tick | RSS |")
+    print(
+        f"PostgreSQL: {'RETRAIN_PG_URL' if not server.embedded else 'embedded'}; "
+        f"{os.cpu_count()} CPUs",
+        flush=True,
+    )
+    print(
+        "| customers in a rollout | prediction_log rows | setup (not timed) "
+        "| waiting tick | analysing tick (all pass -> CANARY_50) | per customer "
+        "| no-data tick | RSS |"
+    )
     print("|---:|---:|---:|---:|---:|---:|---:|---:|")
     for n in (int(s) for s in args.sizes.split(",")):
         r = run_size(server, n, home, args.chunk or CHUNK)

@@ -73,8 +73,12 @@ def rows_body(size: int, start: int) -> bytes:
     """Return a JSON-route body of `size` rows with fresh request keys from `start` on."""
     frame = feature_frame(size, seed=start % 1000)
     rows = [
-        {"store_id": f"S{(start + i) // 1000}", "item_id": f"I{(start + i) % 1000}",
-         "date": "2026-03-01", **record}
+        {
+            "store_id": f"S{(start + i) // 1000}",
+            "item_id": f"I{(start + i) % 1000}",
+            "date": "2026-03-01",
+            **record,
+        }
         for i, record in enumerate(frame.to_dict("records"))
     ]
     return json.dumps({"rows": rows}).encode()
@@ -225,8 +229,9 @@ def main() -> int:
             version = register(registry, champion, example)
             canary = None
             if args.canary:
-                canary = register(registry, train(2.0, 10.0, rounds=200, leaves=31, rows=20_000),
-                                  example)
+                canary = register(
+                    registry, train(2.0, 10.0, rounds=200, leaves=31, rows=20_000), example
+                )
             with transaction(app_db) as cur:
                 cur.execute(
                     "INSERT INTO serving_routes (customer, champion_version, canary_version, "
@@ -287,8 +292,11 @@ def measure(
             f"| {seq['rows_per_s']:,.0f} "
             f"| {par['requests_per_s']:,.0f} | {par['rows_per_s']:,.0f} |"
         )
-        print(lines[-1], f"({int(seq['requests'])} sequential, {int(par['requests'])} concurrent)",
-              flush=True)
+        print(
+            lines[-1],
+            f"({int(seq['requests'])} sequential, {int(par['requests'])} concurrent)",
+            flush=True,
+        )
     return "\n".join(lines), answered
 
 

@@ -60,10 +60,13 @@ def _demo_clock(args: argparse.Namespace) -> int:
         print(line, flush=True)
 
     asker = forecast_asker(ForecastClient(serve_url(), serve_token()), say)
-    say(f"demo clock: a day per tenant every {seconds:g} s into {landing_root()}; forecasts "
-        f"asked of {serve_url()} before each day lands")
-    run_clock(landing_root(), seconds, lambda: stop.requested, lambda line: say(f"landed {line}"),
-              asker)
+    say(
+        f"demo clock: a day per tenant every {seconds:g} s into {landing_root()}; forecasts "
+        f"asked of {serve_url()} before each day lands"
+    )
+    run_clock(
+        landing_root(), seconds, lambda: stop.requested, lambda line: say(f"landed {line}"), asker
+    )
     return 0
 
 
@@ -254,7 +257,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="start Postgres, the GPU service, MLflow, the Dagster UI and daemon; Ctrl-C stops all",
     )
     up.add_argument(
-        "--no-demo", action="store_true",
+        "--no-demo",
+        action="store_true",
         help="start the platform alone: land no demo tenants in an empty landing zone",
     )
     up.set_defaults(handler=_up)

@@ -26,11 +26,7 @@ class InvalidCustomerName(ValueError):
 
 def is_safe_customer_name(name: object) -> bool:
     """Return True when `name` is a string that follows CUSTOMER_NAME_RULE."""
-    return (
-        isinstance(name, str)
-        and _SLUG.fullmatch(name) is not None
-        and "--" not in name
-    )
+    return isinstance(name, str) and _SLUG.fullmatch(name) is not None and "--" not in name
 
 
 def validate_customer_name(name: object) -> str:

@@ -39,11 +39,17 @@ def build_definitions() -> dg.Definitions:
     storage = PartitionStorage()
     return dg.Definitions(
         assets=[
-            sales, store_day_features, training_job, model_candidate, registered_model,
+            sales,
+            store_day_features,
+            training_job,
+            model_candidate,
+            registered_model,
             deployed_model,
         ],
         asset_checks=[
-            beats_champion, one_version_per_run_key, challenger_beats_champion_now,
+            beats_champion,
+            one_version_per_run_key,
+            challenger_beats_champion_now,
             deployments_match_decisions,
         ],
         jobs=[
@@ -66,7 +72,10 @@ def build_definitions() -> dg.Definitions:
             ),
         ],
         sensors=[
-            customer_discovery, gpu_job_poller, retraining_policy, landing_arrivals,
+            customer_discovery,
+            gpu_job_poller,
+            retraining_policy,
+            landing_arrivals,
             rollout_controller,
         ],
         resources={

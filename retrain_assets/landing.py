@@ -14,7 +14,13 @@ from upath import UPath
 from retrain_assets.customer_names import validate_customer_name
 
 LANDING_COLUMNS = [
-    "date", "store_id", "item_id", "units_sold", "price", "on_promo", "stock_on_hand",
+    "date",
+    "store_id",
+    "item_id",
+    "units_sold",
+    "price",
+    "on_promo",
+    "stock_on_hand",
 ]
 MANIFEST = "customer.json"
 

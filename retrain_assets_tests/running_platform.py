@@ -186,7 +186,9 @@ def running_platform(
     home, port, output = tmp_path / "home", free_port(), tmp_path / "up.out"
     with output.open("wb") as out:
         process = subprocess.Popen(
-            [*UP, *args], env={**up_environment(home, port), **(env or {})}, stdout=out,
+            [*UP, *args],
+            env={**up_environment(home, port), **(env or {})},
+            stdout=out,
             stderr=subprocess.STDOUT,
         )
     children: list[psutil.Process] = []
@@ -228,7 +230,10 @@ def serving_process(
     """
     with log.open("wb") as out:
         process = subprocess.Popen(
-            with_default_signals(argv), env=env, stdout=out, stderr=subprocess.STDOUT,
+            with_default_signals(argv),
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
             start_new_session=True,
         )
     try:

@@ -34,8 +34,11 @@ def start_until_healthy(
     """Start `command`, wait until `health_url` answers 200; fail with `log()` if it never does."""
     with log_path.open("wb") as out:
         process = subprocess.Popen(
-            with_default_signals(list(command)), env=dict(env), stdin=subprocess.DEVNULL,
-            stdout=out, stderr=subprocess.STDOUT,
+            with_default_signals(list(command)),
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
         )
     deadline = time.monotonic() + STARTUP_SECONDS
     while time.monotonic() < deadline:

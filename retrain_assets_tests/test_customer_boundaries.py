@@ -79,7 +79,9 @@ def test_sales_skips_an_escaping_partition_and_says_so(world):
     instance = world["instance"]
     instance.add_dynamic_partitions(CUSTOMERS.name, [TENANT.name, ESCAPING])
     result = dg.materialize(
-        [sales], partition_key=DAY.isoformat(), instance=instance,
+        [sales],
+        partition_key=DAY.isoformat(),
+        instance=instance,
         resources=build_definitions().resources,
     )
     assert result.success
@@ -107,8 +109,11 @@ def test_a_model_asset_refuses_an_unsafe_partition_naming_key_and_rule(world, as
     instance = world["instance"]
     instance.add_dynamic_partitions(CUSTOMERS.name, [ESCAPING])
     result = dg.materialize(
-        [training_job, model_candidate, registered_model], selection=[asset],
-        partition_key=ESCAPING, instance=instance, resources=build_definitions().resources,
+        [training_job, model_candidate, registered_model],
+        selection=[asset],
+        partition_key=ESCAPING,
+        instance=instance,
+        resources=build_definitions().resources,
         raise_on_error=False,
     )
     assert not result.success
@@ -122,9 +127,7 @@ def test_the_drift_approval_refuses_an_unsafe_partition(world):
     instance = world["instance"]
     instance.add_dynamic_partitions(CUSTOMERS.name, ["abc\n"])
     job = build_definitions().resolve_job_def(APPROVAL_JOB)
-    result = job.execute_in_process(
-        instance=instance, partition_key="abc\n", raise_on_error=False
-    )
+    result = job.execute_in_process(instance=instance, partition_key="abc\n", raise_on_error=False)
     assert not result.success
     failure = result.get_step_failure_events()[0].step_failure_data
     assert failure.user_failure_data is not None, failure.error

@@ -67,9 +67,10 @@ def test_customer_of_refuses_an_unsafe_partition_key_naming_the_key_and_the_rule
     def one_op():
         needs_a_customer()
 
-    assert one_op.execute_in_process(partition_key="acme").output_for_node(
-        "needs_a_customer"
-    ) == "acme"
+    assert (
+        one_op.execute_in_process(partition_key="acme").output_for_node("needs_a_customer")
+        == "acme"
+    )
     with pytest.raises(UnsafeCustomerPartition) as refused:
         one_op.execute_in_process(partition_key="../x/y")
     assert "'../x/y'" in refused.value.description

@@ -22,8 +22,9 @@ def test_each_tick_lands_the_next_day_of_every_tenant_and_never_after_yesterday(
     land_tenant(root, SMALL[1], [dt.date(2026, 3, 1)])
     asked: list[tuple[str, dt.date]] = []
 
-    landed = tick(root, dt.date(2026, 3, 2), lambda spec, day: asked.append((spec.name, day)),
-                  SMALL)
+    landed = tick(
+        root, dt.date(2026, 3, 2), lambda spec, day: asked.append((spec.name, day)), SMALL
+    )
 
     assert landed == [("two-de", dt.date(2026, 3, 2))]  # one-us has caught up
     assert asked == landed  # the forecasts are asked for before the actuals land
@@ -34,8 +35,14 @@ def test_each_tick_lands_the_next_day_of_every_tenant_and_never_after_yesterday(
 
 def test_a_regime_changes_demand_and_prices_only_inside_its_days():
     base = TenantSpec("reg-us", "US", stores=2, items=5, seed=4)
-    shifted = TenantSpec("reg-us", "US", stores=2, items=5, seed=4, regimes=(
-        Regime(dt.date(2026, 5, 1), dt.date(2026, 5, 3), 3.0, price_factor=1.5),))
+    shifted = TenantSpec(
+        "reg-us",
+        "US",
+        stores=2,
+        items=5,
+        seed=4,
+        regimes=(Regime(dt.date(2026, 5, 1), dt.date(2026, 5, 3), 3.0, price_factor=1.5),),
+    )
     before, inside = dt.date(2026, 4, 30), dt.date(2026, 5, 2)
     assert simulate_day(base, before).equals(simulate_day(shifted, before))
     normal, festival = simulate_day(base, inside), simulate_day(shifted, inside)

@@ -99,11 +99,7 @@ def test_bad_files_fail_only_their_day_and_lose_no_good_rows(world):
     (landing / "alpha-us" / "2025-01-04.csv").write_bytes(b"\xff\xfe not text")
     assert _run_range(instance, "2025-01-01", "2025-01-05").success
 
-    checks = {
-        e.partition: e
-        for e in _check_evaluations(instance)
-        if e.partition is not None
-    }
+    checks = {e.partition: e for e in _check_evaluations(instance) if e.partition is not None}
     assert {k for k, e in checks.items() if not e.passed} == {"2025-01-03", "2025-01-04"}
     assert "beta-de/2025-01-03.csv" in checks["2025-01-03"].metadata["failed_files"].value
     assert "not UTF-8" in str(checks["2025-01-04"].metadata["failed_files"].value)
@@ -120,7 +116,9 @@ def test_bad_files_fail_only_their_day_and_lose_no_good_rows(world):
     sales = ParquetPartitionStore(str(world["storage"])).read("sales", ["2025-01-02", "2025-01-03"])
     per_day = sales.groupby([sales["date"].dt.strftime("%Y-%m-%d"), "customer"]).size()
     assert per_day.to_dict() == {
-        ("2025-01-02", "alpha-us"): 6, ("2025-01-02", "beta-de"): 2, ("2025-01-03", "alpha-us"): 6,
+        ("2025-01-02", "alpha-us"): 6,
+        ("2025-01-02", "beta-de"): 2,
+        ("2025-01-03", "alpha-us"): 6,
     }
 
 
@@ -151,8 +149,10 @@ def test_an_unknown_frame_hashes_the_same_in_any_order_of_construction():
 
 
 def _run_features(instance: dg.DagsterInstance, first: str, last: str):
-    job = build_definitions().resolve_job_def(FEATURES_JOB).get_subset(
-        asset_selection={dg.AssetKey("store_day_features")}
+    job = (
+        build_definitions()
+        .resolve_job_def(FEATURES_JOB)
+        .get_subset(asset_selection={dg.AssetKey("store_day_features")})
     )
     return job.execute_in_process(
         instance=instance,
@@ -188,16 +188,23 @@ def test_one_run_over_the_first_landed_days_computes_them_from_the_days_that_exi
     assert all(m["partial_history"] is True for m in meta.values())
     assert [m["rows"] for m in meta.values()] == [8] * 5
 
-    features = ParquetPartitionStore(str(world["storage"])).read("store_day_features",
-                                                                 ["2025-01-14"])
+    features = ParquetPartitionStore(str(world["storage"])).read(
+        "store_day_features", ["2025-01-14"]
+    )
     assert features[["lag_7", "lag_14", "lag_28"]].isna().all().all()
     sales = ParquetPartitionStore(str(world["storage"])).read(
         "sales", [f"2025-01-{d}" for d in range(10, 14)]
     )
-    one = features[(features["customer"] == "alpha-us") & (features["store_id"] == "S001")
-                   & (features["item_id"] == "I0001")]
-    history = sales[(sales["customer"] == "alpha-us") & (sales["store_id"] == "S001")
-                    & (sales["item_id"] == "I0001")]
+    one = features[
+        (features["customer"] == "alpha-us")
+        & (features["store_id"] == "S001")
+        & (features["item_id"] == "I0001")
+    ]
+    history = sales[
+        (sales["customer"] == "alpha-us")
+        & (sales["store_id"] == "S001")
+        & (sales["item_id"] == "I0001")
+    ]
     assert one["rolling_mean_7"].item() == pytest.approx(history["units_sold"].mean())
     assert one["rolling_mean_28"].item() == pytest.approx(history["units_sold"].mean())
     published = set(latest_snapshots(world["db"]))
@@ -206,8 +213,11 @@ def test_one_run_over_the_first_landed_days_computes_them_from_the_days_that_exi
     # Once 28 earlier days exist, a day has its whole look-back again.
     assert _run_range(instance, "2025-01-15", "2025-02-04").success
     meta = _feature_metadata(instance)
-    assert meta["2025-02-04"] == {**meta["2025-02-04"], "history_days_available": 25,
-                                  "partial_history": True}
+    assert meta["2025-02-04"] == {
+        **meta["2025-02-04"],
+        "history_days_available": 25,
+        "partial_history": True,
+    }
     assert _run_range(instance, "2025-01-01", "2025-01-09").success  # history now from 01-01
     assert _run_features(instance, "2025-02-04", "2025-02-04").success
     assert _feature_metadata(instance)["2025-02-04"]["partial_history"] is False
@@ -226,8 +236,9 @@ def test_a_hole_in_the_sales_history_is_named_and_blocks_only_the_days_that_need
     assert "2025-01-16: sales has no data for 2025-01-15 of its look-back" in failure
     assert "materialize those partitions of sales first" in failure
     mats = instance.fetch_materializations(dg.AssetKey("store_day_features"), limit=1000)
-    this_run = sorted(r.asset_materialization.partition for r in mats.records
-                      if r.run_id == result.run_id)
+    this_run = sorted(
+        r.asset_materialization.partition for r in mats.records if r.run_id == result.run_id
+    )
     assert this_run == ["2025-01-12", "2025-01-13", "2025-01-14"]  # before the hole: published
 
     before = _run_features(instance, "2025-01-05", "2025-01-05")

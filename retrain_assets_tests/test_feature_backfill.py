@@ -52,8 +52,11 @@ def test_a_seven_day_feature_backfill_runs_only_features_and_records_new_version
         for run in runs:
             targeted = {key["path"][-1] for key in run["assetSelection"] or []}
             assert targeted <= FEATURE_ASSETS, run  # no run outside `features`, none at all
-        assert [r["runId"] for r in runs if {"key": "dagster/backfill", "value": backfill_id}
-                in r["tags"]] == [backfill_run]
+        assert [
+            r["runId"]
+            for r in runs
+            if {"key": "dagster/backfill", "value": backfill_id} in r["tags"]
+        ] == [backfill_run]
 
         mats = platform.graphql(MATERIALIZATIONS, {"partitions": week})["assetNodeOrError"]
         mats = mats["assetMaterializations"]

@@ -37,9 +37,7 @@ def test_lags_and_rolling_means_match_hand_computed_values():
 def test_no_leakage_from_the_future_or_from_another_customer():
     units = [1] * 30
     alone = store_day_features(_sales("a", units), [START + dt.timedelta(days=29)], {})
-    noisy = pd.concat(
-        [_sales("a", [*units, 999, 999]), _sales("b", [500] * 32)], ignore_index=True
-    )
+    noisy = pd.concat([_sales("a", [*units, 999, 999]), _sales("b", [500] * 32)], ignore_index=True)
     mixed = store_day_features(noisy, [START + dt.timedelta(days=29)], {})
     mine = mixed[mixed["customer"] == "a"].reset_index(drop=True)
     pd.testing.assert_frame_equal(alone, mine)

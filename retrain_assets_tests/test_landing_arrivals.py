@@ -72,8 +72,10 @@ def reason(result: dg.SensorResult) -> str:
 
 def run(world, request: dg.RunRequest) -> dg.ExecuteInProcessResult:
     """Execute a requested run as the daemon would launch it: its assets, its tags."""
-    job = build_definitions().resolve_job_def(FEATURES_JOB).get_subset(
-        asset_selection=set(request.asset_selection)
+    job = (
+        build_definitions()
+        .resolve_job_def(FEATURES_JOB)
+        .get_subset(asset_selection=set(request.asset_selection))
     )
     return job.execute_in_process(instance=world["instance"], tags=request.tags)
 
@@ -118,8 +120,12 @@ def test_landed_days_are_one_run_and_a_late_file_rereads_its_day_once(world):
     assert run(world, reread).success
     # The feature days after it looked back on the old file: they follow, features only.
     [follow] = tick(world).run_requests
-    assert summary(follow) == ("2025-03-05", "2025-03-10", "features_behind_sales",
-                               {"store_day_features"})
+    assert summary(follow) == (
+        "2025-03-05",
+        "2025-03-10",
+        "features_behind_sales",
+        {"store_day_features"},
+    )
     assert run(world, follow).success
     assert tick(world).run_requests == []
 
@@ -144,8 +150,10 @@ def test_a_new_day_waits_for_every_customer_until_its_cutoff(world, monkeypatch)
     monkeypatch.setattr(sensor_module, "utc_now", lambda: before_cutoff)
     waiting = tick(world)
     assert waiting.run_requests == []
-    assert (f"1 day(s) waiting: {new}: 1 of 2 customers delivered; waiting for beta-de until "
-            f"the cut-off {new + dt.timedelta(days=1)} 12:00 UTC") in reason(waiting)
+    assert (
+        f"1 day(s) waiting: {new}: 1 of 2 customers delivered; waiting for beta-de until "
+        f"the cut-off {new + dt.timedelta(days=1)} 12:00 UTC"
+    ) in reason(waiting)
 
     land_tenant(str(world["landing"]), TENANTS[1], [new])
     [complete] = tick(world).run_requests
@@ -159,16 +167,21 @@ def test_a_new_day_waits_for_every_customer_until_its_cutoff(world, monkeypatch)
     assert summary(past)[:3] == (str(other), str(other), "landing")
 
 
-def test_a_file_still_being_written_waits_and_an_unfinished_run_holds_the_sensor(world,
-                                                                                 monkeypatch):
+def test_a_file_still_being_written_waits_and_an_unfinished_run_holds_the_sensor(
+    world, monkeypatch
+):
     monkeypatch.setenv("RETRAIN_LANDING_SETTLE_SECONDS", "3600")
     fresh = tick(world)
     assert fresh.run_requests == [] and "files still arriving" in reason(fresh)
     for path in world["landing"].rglob("*.csv"):
         os.utime(path, (0, 0))  # an hour later, nothing changed
     [request] = tick(world).run_requests
-    running = dg.DagsterRun(job_name="__ASSET_JOB", run_id="running-run", tags=request.tags,
-                            status=dg.DagsterRunStatus.STARTED)
+    running = dg.DagsterRun(
+        job_name="__ASSET_JOB",
+        run_id="running-run",
+        tags=request.tags,
+        status=dg.DagsterRunStatus.STARTED,
+    )
     world["instance"].add_run(running)
     land_tenant(str(world["landing"]), TENANTS[0], [day(10)])
     held = tick(world)
@@ -182,8 +195,9 @@ def test_the_automation_never_selects_or_conditions_anything_on_the_model_side()
     assert sensor.job_name == FEATURES_JOB
     job = defs.resolve_job_def(FEATURES_JOB)
     assert {key.to_user_string() for key in job.asset_layer.selected_asset_keys} == FEATURE_SIDE
-    conditioned = [spec.key for spec in defs.resolve_all_asset_specs()
-                   if spec.automation_condition is not None]
+    conditioned = [
+        spec.key for spec in defs.resolve_all_asset_specs() if spec.automation_condition is not None
+    ]
     assert conditioned == []  # no declarative automation anywhere, least of all models
     graph = defs.resolve_asset_graph()
     assert graph.get(dg.AssetKey("store_day_features")).child_keys == set()

@@ -48,7 +48,8 @@ query Ticks($selector: SensorSelector!) {
 }
 """
 SELECTOR = {
-    "repositoryLocationName": "retrain_assets", "repositoryName": "__repository__",
+    "repositoryLocationName": "retrain_assets",
+    "repositoryName": "__repository__",
     "sensorName": "landing_arrivals",
 }
 MATERIALIZATIONS = """
@@ -83,8 +84,11 @@ def runs(platform: RunningPlatform) -> list[dict]:
     """Return every run, oldest first, with its tags as a dict and its assets as a set."""
     found = platform.graphql(RUNS)["runsOrError"]["results"]
     return [
-        {**run, "tags": {t["key"]: t["value"] for t in run["tags"]},
-         "assets": {k["path"][-1] for k in run["assetSelection"] or []}}
+        {
+            **run,
+            "tags": {t["key"]: t["value"] for t in run["tags"]},
+            "assets": {k["path"][-1] for k in run["assetSelection"] or []},
+        }
         for run in reversed(found)
     ]
 
@@ -92,17 +96,25 @@ def runs(platform: RunningPlatform) -> list[dict]:
 def automation_runs(platform: RunningPlatform) -> list[tuple]:
     """Return (first day, last day, trigger, assets, status) of the sensor's runs."""
     return [
-        (r["tags"]["dagster/asset_partition_range_start"],
-         r["tags"]["dagster/asset_partition_range_end"], r["tags"]["retrain/trigger"],
-         r["assets"], r["status"])
-        for r in runs(platform) if r["tags"].get("retrain/automation") == "landing_arrivals"
+        (
+            r["tags"]["dagster/asset_partition_range_start"],
+            r["tags"]["dagster/asset_partition_range_end"],
+            r["tags"]["retrain/trigger"],
+            r["assets"],
+            r["status"],
+        )
+        for r in runs(platform)
+        if r["tags"].get("retrain/automation") == "landing_arrivals"
     ]
 
 
 def ticks_after(platform: RunningPlatform, after: float) -> list[dict]:
     sensor = platform.graphql(TICKS, {"selector": SELECTOR})["sensorOrError"]
-    return [t for t in sensor["sensorState"]["ticks"]
-            if t["timestamp"] > after and t["status"] != "STARTED"]
+    return [
+        t
+        for t in sensor["sensorState"]["ticks"]
+        if t["timestamp"] > after and t["status"] != "STARTED"
+    ]
 
 
 def materializations(platform: RunningPlatform, asset: str, day: dt.date) -> list[dict]:
@@ -120,33 +132,45 @@ def test_landed_days_publish_themselves_and_a_late_file_republishes_its_day_once
         expected = {FIRST + dt.timedelta(days=i) for i in range(120)}
 
         # Nothing but `up`: the 120 landed days become one run of the data side.
-        wait_until(lambda: set(published(platform)) == expected and settled_runs(platform),
-                   240, "the 120 landed days published",
-                   detail=lambda: str(automation_runs(platform)))
+        wait_until(
+            lambda: set(published(platform)) == expected and settled_runs(platform),
+            240,
+            "the 120 landed days published",
+            detail=lambda: str(automation_runs(platform)),
+        )
         assert automation_runs(platform) == [
             (str(FIRST), str(LAST), "landing", FEATURE_SIDE, "SUCCESS")
         ]
         assert {backfill for *_, backfill, _ in snapshots(platform)} == {False}
         first_day = materializations(platform, "store_day_features", FIRST)[0]
-        facts = {m["label"]: m.get("intValue", m.get("boolValue"))
-                 for m in first_day["metadataEntries"]}
+        facts = {
+            m["label"]: m.get("intValue", m.get("boolValue")) for m in first_day["metadataEntries"]
+        }
         assert facts["partial_history"] is True and facts["history_days_available"] == 0
 
         # A new day waits for every active customer, then publishes with all three.
         landed_at = time.time()
         for spec in (BIG, MID):
             land_tenant(landing, spec, [NEW1])
-        wait_until(lambda: any("waiting for sakura-jp" in (t["skipReason"] or "")
-                               for t in ticks_after(platform, landed_at + 1)),
-                   60, "a tick saying 2026-05-01 waits for sakura-jp")
+        wait_until(
+            lambda: any(
+                "waiting for sakura-jp" in (t["skipReason"] or "")
+                for t in ticks_after(platform, landed_at + 1)
+            ),
+            60,
+            "a tick saying 2026-05-01 waits for sakura-jp",
+        )
         assert NEW1 not in published(platform)
         land_tenant(landing, SMALL, [NEW1])
         wait_until(lambda: NEW1 in published(platform), 60, "2026-05-01 published")
         assert set(published(platform)[NEW1].rows_per_customer) == {s.name for s in DEMO_TENANTS}
         for spec in DEMO_TENANTS:
             land_tenant(landing, spec, [NEW2])
-        wait_until(lambda: NEW2 in published(platform) and settled_runs(platform), 60,
-                   "2026-05-02 published")
+        wait_until(
+            lambda: NEW2 in published(platform) and settled_runs(platform),
+            60,
+            "2026-05-02 published",
+        )
         before_late = published(platform)
         late_runs_before = len(automation_runs(platform))
 
@@ -156,31 +180,54 @@ def test_landed_days_publish_themselves_and_a_late_file_republishes_its_day_once
         frame = pd.read_csv(late)
         frame.loc[0, "units_sold"] += 7
         frame.to_csv(late, index=False)
-        wait_until(lambda: len(automation_runs(platform)) >= late_runs_before + 2
-                   and settled_runs(platform), 90, "the late day and the days after it",
-                   detail=lambda: str(automation_runs(platform)))
+        wait_until(
+            lambda: (
+                len(automation_runs(platform)) >= late_runs_before + 2 and settled_runs(platform)
+            ),
+            90,
+            "the late day and the days after it",
+            detail=lambda: str(automation_runs(platform)),
+        )
         quiet_since = time.time()
         wait_until(lambda: len(ticks_after(platform, quiet_since)) >= 3, 30, "three more ticks")
         assert automation_runs(platform)[late_runs_before:] == [
             (str(LATE), str(LATE), "landing", FEATURE_SIDE, "SUCCESS"),
-            (str(LATE + dt.timedelta(days=1)), str(NEW2), "features_behind_sales",
-             {"store_day_features"}, "SUCCESS"),
+            (
+                str(LATE + dt.timedelta(days=1)),
+                str(NEW2),
+                "features_behind_sales",
+                {"store_day_features"},
+                "SUCCESS",
+            ),
         ]
         assert len(materializations(platform, "sales", LATE)) == 2  # the first read, the late one
         assert len(materializations(platform, "sales", LATE - dt.timedelta(days=1))) == 1
         after_late = published(platform)
-        changed = sorted(d for d in after_late
-                         if after_late[d].data_version != before_late[d].data_version)
+        changed = sorted(
+            d for d in after_late if after_late[d].data_version != before_late[d].data_version
+        )
         assert changed == [LATE + dt.timedelta(days=i) for i in range((NEW2 - LATE).days + 1)]
 
-        last = Decision(1, SMALL.name, "schedule", "", dt.date(2026, 2, 1), NEW2, {}, "test",
-                        {}, dt.datetime.now(dt.UTC), None)
+        last = Decision(
+            1,
+            SMALL.name,
+            "schedule",
+            "",
+            dt.date(2026, 2, 1),
+            NEW2,
+            {},
+            "test",
+            {},
+            dt.datetime.now(dt.UTC),
+            None,
+        )
 
         def no_drift(*_):
             raise AssertionError("no new day: drift is never measured")
 
-        outcome = evaluate(SMALL.name, DEFAULTS, after_late, last, None, None,
-                           dt.datetime.now(dt.UTC), no_drift)
+        outcome = evaluate(
+            SMALL.name, DEFAULTS, after_late, last, None, None, dt.datetime.now(dt.UTC), no_drift
+        )
         assert outcome.action == "skip" and "0 of 1000 new rows" in outcome.reason
 
         # Nothing on the model side ever started: no run outside the data side, no decision.

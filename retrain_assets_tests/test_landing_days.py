@@ -66,8 +66,13 @@ def test_a_day_with_a_file_still_being_written_waits_until_it_settles():
 
 def test_a_new_day_waits_behind_an_earlier_waiting_day_but_a_late_file_does_not():
     before = dt.datetime(2026, 5, 3, tzinfo=dt.UTC)
-    files = [landed("a", D1, "v2"), landed("b", D1), landed("a", D2), landed("a", D3),
-             landed("b", D3)]
+    files = [
+        landed("a", D1, "v2"),
+        landed("b", D1),
+        landed("a", D2),
+        landed("a", D3),
+        landed("b", D3),
+    ]
     requested = {D1: landing_days([landed("a", D1), landed("b", D1)])[0].fingerprint}
     result = plan(files, requested, now=before, cutoff_hours=48)
     assert result.days == [D1] and result.late == [D1]  # a's file for D1 changed

@@ -16,8 +16,8 @@ def _unescaped(raw: dict) -> dict:
         return raw
     back = {}
     for name, value in raw[ESCAPED_KEY].items():
-        back[name.encode("ascii").decode("unicode_escape")] = (
-            value.encode("ascii").decode("unicode_escape")
+        back[name.encode("ascii").decode("unicode_escape")] = value.encode("ascii").decode(
+            "unicode_escape"
         )
     return back
 
@@ -30,7 +30,9 @@ def test_rows_with_nul_and_other_control_characters_are_stored_and_read_back_who
         "2026-01-02,S1,I\x1b1,3,2.5,0,4,red\n"  # ESC: jsonb holds it as it is
         "2026-01-02,S1,I2,3,2.5,0,4,x\x00,y\n"  # malformed, with a NUL
         "2026-01-02,S1,I3,-1,2.5,0,4,\\x00\n",  # a backslash, not a NUL
-        "acme", DAY, "acme/2026-01-02.csv",
+        "acme",
+        DAY,
+        "acme/2026-01-02.csv",
     )
     assert [q.line for q in outcome.quarantined] == [2, 3, 4, 5]
     named = validate_file(f"{HEADER},colour\x00\n", "beta", DAY, "beta/2026-01-02.csv")

@@ -15,8 +15,9 @@ def python(code: str) -> tuple[str, ...]:
 
 def wait_for_line(path: Path, line: str, seconds: float = 10) -> None:
     """Wait for a line the child printed (the log's header line quotes its code, so whole lines)."""
-    wait_until(lambda: line in path.read_text().splitlines(), seconds, f"{line!r} in {path}",
-               interval=0.05)
+    wait_until(
+        lambda: line in path.read_text().splitlines(), seconds, f"{line!r} in {path}", interval=0.05
+    )
 
 
 def test_a_crashed_child_is_restarted_with_backoff_and_reported_by_name(tmp_path):
@@ -34,8 +35,12 @@ def test_a_crashed_child_is_restarted_with_backoff_and_reported_by_name(tmp_path
     assert "flaky exited unexpectedly with code 3 (crash 1 of at most 4" in said[0]
     assert "restarting it in 0.2 s" in said[0]
     assert "cannot bind" in said[0]
-    wait_until(lambda: supervisor.keep_running(said.append) or flaky.process.pid != first_pid,
-               10, "the restart of flaky", interval=0.05)
+    wait_until(
+        lambda: supervisor.keep_running(said.append) or flaky.process.pid != first_pid,
+        10,
+        "the restart of flaky",
+        interval=0.05,
+    )
     assert any(line.startswith("restarted flaky (pid ") for line in said)
     assert steady.process.poll() is None and steady.restart_at is None  # untouched
     log = flaky.log.read_text()

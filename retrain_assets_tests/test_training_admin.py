@@ -55,7 +55,9 @@ def test_retry_re_enters_a_failed_run_where_it_can_a_download_not_a_retrain(worl
     failed_download(db)
     done = retry_training(db, instance, "acme", "ana", "the network is back")
     assert (done.before.state, done.after.state, done.after.status) == (
-        "FAILED", "INITIAL", "waiting"
+        "FAILED",
+        "INITIAL",
+        "waiting",
     )
     assert "GPU job job-1: a succeeded job is downloaded (not retrained)" in done.next_step
     row = history(db, "training", "acme")[-1]
@@ -74,7 +76,9 @@ def test_reset_moves_to_a_named_state_and_records_who_and_why(world):
     failed_download(db)
     done = reset_training(db, instance, "acme", "AWAIT_CANDIDATE", "artifact fixed", "bo")
     assert (done.after.state, done.after.status, done.after.visits) == (
-        "AWAIT_CANDIDATE", "waiting", {}
+        "AWAIT_CANDIDATE",
+        "waiting",
+        {},
     )
     assert done.next_step == f"the next gpu_job_poller tick advances run {KEY} from AWAIT_CANDIDATE"
     assert history(db, "training", "acme")[-1].note == (
@@ -90,12 +94,19 @@ def test_unknown_states_missing_runs_and_runs_in_progress_are_refused(world):
     with pytest.raises(OperatorRefused, match="acme has no training run to repair"):
         reset_training(db, instance, "acme", "POLL_JOB", "why", "bo")
     failed_download(db)
-    instance.add_run(dg.DagsterRun(
-        job_name="__ASSET_JOB", run_id="candidate-run", status=dg.DagsterRunStatus.STARTED,
-        tags={"dagster/partition": "acme", "customer": "acme"},
-    ))
-    with pytest.raises(OperatorRefused, match=r"acme has Dagster run\(s\) in progress"
-                       r" \(candidate-run\)"):
+    instance.add_run(
+        dg.DagsterRun(
+            job_name="__ASSET_JOB",
+            run_id="candidate-run",
+            status=dg.DagsterRunStatus.STARTED,
+            tags={"dagster/partition": "acme", "customer": "acme"},
+        )
+    )
+    with pytest.raises(
+        OperatorRefused,
+        match=r"acme has Dagster run\(s\) in progress"
+        r" \(candidate-run\)",
+    ):
         retry_training(db, instance, "acme", "ana")
     with pytest.raises(OperatorRefused, match="in progress"):
         reset_training(db, instance, "acme", "POLL_JOB", "why", "bo")

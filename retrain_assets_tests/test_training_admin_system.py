@@ -36,7 +36,8 @@ mutation Start($selector: SensorSelector!) { startSensor(sensorSelector: $select
   __typename } }
 """
 POLLER = {
-    "repositoryLocationName": "retrain_assets", "repositoryName": "__repository__",
+    "repositoryLocationName": "retrain_assets",
+    "repositoryName": "__repository__",
     "sensorName": "gpu_job_poller",
 }
 CANDIDATE_RUNS = """
@@ -58,7 +59,8 @@ def machine(platform: RunningPlatform, customer: str) -> tuple | None:
 def gpu_job(platform: RunningPlatform, job_id: str) -> dict:
     response = requests.get(
         f"{platform.gpu_url()}/jobs/{job_id}",
-        headers={"Authorization": f"Bearer {platform.gpu_token()}"}, timeout=30,
+        headers={"Authorization": f"Bearer {platform.gpu_token()}"},
+        timeout=30,
     )
     response.raise_for_status()
     return response.json()
@@ -66,13 +68,24 @@ def gpu_job(platform: RunningPlatform, job_id: str) -> dict:
 
 def train(platform: RunningPlatform, customer: str, first: str, last: str) -> str:
     """Launch training_job for the customer from the launchpad, with its days; wait for it."""
-    config = {"ops": {"training_job": {"config": {
-        "first_day": first, "last_day": last, "num_boost_round": 30, "checkpoint_every": 10,
-    }}}}
+    config = {
+        "ops": {
+            "training_job": {
+                "config": {
+                    "first_day": first,
+                    "last_day": last,
+                    "num_boost_round": 30,
+                    "checkpoint_every": 10,
+                }
+            }
+        }
+    }
     params = {
         "selector": {
-            "repositoryLocationName": "retrain_assets", "repositoryName": "__repository__",
-            "pipelineName": "__ASSET_JOB", "assetSelection": [{"path": ["training_job"]}],
+            "repositoryLocationName": "retrain_assets",
+            "repositoryName": "__repository__",
+            "pipelineName": "__ASSET_JOB",
+            "assetSelection": [{"path": ["training_job"]}],
         },
         "runConfigData": config,
         "executionMetadata": {"tags": [{"key": "dagster/partition", "value": customer}]},
@@ -88,8 +101,9 @@ def test_retry_after_corrupted_downloads_costs_a_download_not_a_retrain(shared_p
     platform = shared_platform
     spec = TenantSpec(f"retry-{uuid.uuid4().hex[:6]}", "US", stores=2, items=3, seed=5)
     name = spec.name
-    land_tenant(str(platform.home / "landing"), spec, [START + dt.timedelta(days=i)
-                                                         for i in range(45)])
+    land_tenant(
+        str(platform.home / "landing"), spec, [START + dt.timedelta(days=i) for i in range(45)]
+    )
     partitions = "SELECT partition FROM dynamic_partitions WHERE partitions_def_name = 'customers'"
     wait_until(lambda: (name,) in platform.query("dagster", partitions), 90, f"{name} discovered")
     publish_days(platform, "sales", "2025-01-01", "2025-02-14")
@@ -103,23 +117,28 @@ def test_retry_after_corrupted_downloads_costs_a_download_not_a_retrain(shared_p
         train(platform, name, "2025-01-29", "2025-02-14")
         state, key, job_id, _ = machine(platform, name)
         assert state == "POLL_JOB"
-        wait_until(lambda: gpu_job(platform, job_id)["status"] == "succeeded", 120,
-                   f"GPU job {job_id}")
+        wait_until(
+            lambda: gpu_job(platform, job_id)["status"] == "succeeded", 120, f"GPU job {job_id}"
+        )
         model = platform.home / "gpu" / "jobs" / job_id / "model.txt"
         original = model.read_bytes()
         model.write_bytes(original + b"\ncorrupted in transit")
     finally:
         started = platform.graphql(START_SENSOR, {"selector": POLLER})["startSensor"]
         assert started["__typename"] == "Sensor", started
-    wait_until(lambda: machine(platform, name)[0] == "FAILED", 180,
-               "the candidate run's downloads to fail")
+    wait_until(
+        lambda: machine(platform, name)[0] == "FAILED", 180, "the candidate run's downloads to fail"
+    )
     assert "DOWNLOAD_SAVE would exceed its budget of 5" in machine(platform, name)[3]
 
     model.write_bytes(original)
     env = {**up_environment(platform.home, platform.port), **platform.environment()}
     done = subprocess.run(
         [CLI, "retry", name, "--by", "ops", "--reason", "artifact restored"],
-        env=env, capture_output=True, text=True, timeout=120,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith(f"{name}: training run {key} moved from FAILED to INITIAL by ops")
@@ -128,11 +147,14 @@ def test_retry_after_corrupted_downloads_costs_a_download_not_a_retrain(shared_p
 
     job = gpu_job(platform, job_id)
     assert job["attempt"] == 1 and len(job["runs"]) == 1  # trained once
+
     def attempts() -> list[tuple[str, str]]:
         runs = platform.graphql(CANDIDATE_RUNS, {"key": key})["runsOrError"]["results"]
         return sorted(
-            (next(t["value"] for t in r["tags"] if t["key"] == "retrain/handoff_attempt"),
-             r["status"])
+            (
+                next(t["value"] for t in r["tags"] if t["key"] == "retrain/handoff_attempt"),
+                r["status"],
+            )
             for r in runs
         )
 
@@ -147,8 +169,9 @@ def test_retry_after_corrupted_downloads_costs_a_download_not_a_retrain(shared_p
     )
     retry = [row for row in notes if row[2] and row[2].startswith("retry by ops")]
     assert [(s, n) for s, n, _ in retry] == [("FAILED", "INITIAL")]
-    after = notes[notes.index(retry[0]) + 1:]
+    after = notes[notes.index(retry[0]) + 1 :]
     assert [(s, n) for s, n, _ in after[:3]] == [
-        ("INITIAL", "CHECK_LAST_TRAIN"), ("CHECK_LAST_TRAIN", "AWAIT_CANDIDATE"),
+        ("INITIAL", "CHECK_LAST_TRAIN"),
+        ("CHECK_LAST_TRAIN", "AWAIT_CANDIDATE"),
         ("AWAIT_CANDIDATE", "AWAIT_CANDIDATE"),
     ]

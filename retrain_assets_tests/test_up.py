@@ -100,7 +100,8 @@ def test_up_serves_dagster_on_postgres_and_stops_cleanly_on_sigterm(tmp_path):
         assert requests.get(f"{serve_url}/v2/models/x", timeout=10).status_code == 401
         serve_token = started_by_up(up, "dagster-daemon").environ()["RETRAIN_SERVE_TOKEN"]
         unknown = requests.get(
-            f"{serve_url}/v2/models/x", headers={"Authorization": f"Bearer {serve_token}"},
+            f"{serve_url}/v2/models/x",
+            headers={"Authorization": f"Bearer {serve_token}"},
             timeout=10,
         )
         assert unknown.status_code == 404, unknown.text  # the children's token is the service's
@@ -207,7 +208,10 @@ def test_up_runs_the_gpu_service_first_with_its_settings(monkeypatch, tmp_path):
     ]
     first, *rest = up.platform_children(tmp_path / "workspace.yaml", BACKEND)
     assert [spec.name for spec in rest] == [
-        "mlflow", "prediction-service", "dagster-webserver", "dagster-daemon"
+        "mlflow",
+        "prediction-service",
+        "dagster-webserver",
+        "dagster-daemon",
     ]
     assert first.name == "gpu-service"
     assert first.argv[0].endswith("/retrain-assets")
@@ -229,7 +233,9 @@ def test_up_leaves_a_remote_gpu_service_alone(monkeypatch, tmp_path):
     assert [need.name for need in up.needed_ports()] == ["dagster-webserver", "prediction-service"]
     children = up.platform_children(tmp_path / "workspace.yaml", BACKEND)
     assert [spec.name for spec in children] == [
-        "prediction-service", "dagster-webserver", "dagster-daemon"
+        "prediction-service",
+        "dagster-webserver",
+        "dagster-daemon",
     ]
 
 
@@ -294,13 +300,15 @@ def test_up_runs_the_prediction_service_with_a_shared_token(monkeypatch, tmp_pat
     assert spec.ready_url == "http://127.0.0.1:18080/v2/health/ready"
 
     folders = environment.DagsterFolders(tmp_path, tmp_path, tmp_path)
-    server = PostgresServer(url="postgresql+psycopg2://postgres:@/postgres?host=/tmp/pg",
-                            embedded=True)
+    server = PostgresServer(
+        url="postgresql+psycopg2://postgres:@/postgres?host=/tmp/pg", embedded=True
+    )
     env = environment.child_environment(server, folders)
     assert env["RETRAIN_SERVE_URL"] == "http://127.0.0.1:18080"
     assert len(env["RETRAIN_SERVE_TOKEN"]) >= 32  # random: never the dev token under `up`
-    assert environment.child_environment(server, folders)["RETRAIN_SERVE_TOKEN"] != env[
-        "RETRAIN_SERVE_TOKEN"
-    ]
+    assert (
+        environment.child_environment(server, folders)["RETRAIN_SERVE_TOKEN"]
+        != env["RETRAIN_SERVE_TOKEN"]
+    )
     monkeypatch.setenv("RETRAIN_SERVE_TOKEN", "chosen")
     assert environment.child_environment(server, folders)["RETRAIN_SERVE_TOKEN"] == "chosen"

@@ -218,8 +218,15 @@ KEPT_KINDS = {"padded", "quoted", "odd_numbers", "blank_line"}
 @pytest.mark.parametrize("kind", sorted(FAULTS))
 def test_every_fault_kind_is_kept_or_quarantined_and_nothing_is_lost(kind):
     frame = pd.DataFrame(
-        {"date": "2026-01-02", "store_id": "S001", "item_id": [f"I{i:04d}" for i in range(1, 7)],
-         "units_sold": 3, "price": 2.5, "on_promo": 0, "stock_on_hand": 4}
+        {
+            "date": "2026-01-02",
+            "store_id": "S001",
+            "item_id": [f"I{i:04d}" for i in range(1, 7)],
+            "units_sold": 3,
+            "price": 2.5,
+            "on_promo": 0,
+            "stock_on_hand": 4,
+        }
     )
     outcome = validate_file(with_faults(frame, 0.2, [kind], seed=3), "acme", DAY, "f")
     assert outcome.problems == []

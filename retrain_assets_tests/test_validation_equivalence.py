@@ -66,24 +66,60 @@ ROW = {"date": D, "units_sold": "3", "price": "2.5", "on_promo": "0", "stock_on_
 INJECTED = [
     (10, "", None, None),
     (20, "   ", None, None),
-    (30, f'{D},X1,"Y\n1",3,2.5,0,4', "item_id: control character U+000A",
-     {**ROW, "store_id": "X1", "item_id": "Y\n1"}),
-    (40, f"{D},X2,Y2,1e20,2.5,0,9223372036854775808",
-     f"units_sold: {TOO_LARGE}; stock_on_hand: {TOO_LARGE}",
-     {**ROW, "store_id": "X2", "item_id": "Y2", "units_sold": "1e20",
-      "stock_on_hand": "9223372036854775808"}),
-    (50, f"{D},X\x003,Y3,3,2.5,0,4", "store_id: control character U+0000",
-     {**ROW, "store_id": "X\x003", "item_id": "Y3"}),
-    (60, f"{D},X4,Y\x1b4,3,2.5,0,4", "item_id: control character U+001B",
-     {**ROW, "store_id": "X4", "item_id": "Y\x1b4"}),
-    (70, f"{D},X5,Y5,3,2.5,0,4,extra", "malformed row: 8 fields where the header has 7",
-     {"malformed_line": f"{D},X5,Y5,3,2.5,0,4,extra"}),
-    (80, f"{D},X6,Y6,3,2.5,0", "malformed row: 6 fields where the header has 7",
-     {"malformed_line": f"{D},X6,Y6,3,2.5,0"}),
-    (90, f'{D},X7,"Y7,3,2.5,0,4', "malformed row: a quoted field is not closed",
-     {"malformed_line": f'{D},X7,"Y7,3,2.5,0,4'}),
-    (10**9, f'{D},X8,"Y8,3,2.5,0,4', "malformed row: a quoted field is not closed",
-     {"malformed_line": f'{D},X8,"Y8,3,2.5,0,4'}),
+    (
+        30,
+        f'{D},X1,"Y\n1",3,2.5,0,4',
+        "item_id: control character U+000A",
+        {**ROW, "store_id": "X1", "item_id": "Y\n1"},
+    ),
+    (
+        40,
+        f"{D},X2,Y2,1e20,2.5,0,9223372036854775808",
+        f"units_sold: {TOO_LARGE}; stock_on_hand: {TOO_LARGE}",
+        {
+            **ROW,
+            "store_id": "X2",
+            "item_id": "Y2",
+            "units_sold": "1e20",
+            "stock_on_hand": "9223372036854775808",
+        },
+    ),
+    (
+        50,
+        f"{D},X\x003,Y3,3,2.5,0,4",
+        "store_id: control character U+0000",
+        {**ROW, "store_id": "X\x003", "item_id": "Y3"},
+    ),
+    (
+        60,
+        f"{D},X4,Y\x1b4,3,2.5,0,4",
+        "item_id: control character U+001B",
+        {**ROW, "store_id": "X4", "item_id": "Y\x1b4"},
+    ),
+    (
+        70,
+        f"{D},X5,Y5,3,2.5,0,4,extra",
+        "malformed row: 8 fields where the header has 7",
+        {"malformed_line": f"{D},X5,Y5,3,2.5,0,4,extra"},
+    ),
+    (
+        80,
+        f"{D},X6,Y6,3,2.5,0",
+        "malformed row: 6 fields where the header has 7",
+        {"malformed_line": f"{D},X6,Y6,3,2.5,0"},
+    ),
+    (
+        90,
+        f'{D},X7,"Y7,3,2.5,0,4',
+        "malformed row: a quoted field is not closed",
+        {"malformed_line": f'{D},X7,"Y7,3,2.5,0,4'},
+    ),
+    (
+        10**9,
+        f'{D},X8,"Y8,3,2.5,0,4',
+        "malformed row: a quoted field is not closed",
+        {"malformed_line": f'{D},X8,"Y8,3,2.5,0,4'},
+    ),
 ]
 
 
@@ -108,8 +144,11 @@ def _with_lies(lines: list[str]) -> tuple[str, dict[int, int], list[tuple[int, s
 
 
 def _moved_reason(reason: str, moved: dict[int, int]) -> str:
-    return re.sub(r"(?<=line )\d+|(?<=lines )[\d, ]+",
-                  lambda m: ", ".join(str(moved[int(n)]) for n in m[0].split(", ")), reason)
+    return re.sub(
+        r"(?<=line )\d+|(?<=lines )[\d, ]+",
+        lambda m: ", ".join(str(moved[int(n)]) for n in m[0].split(", ")),
+        reason,
+    )
 
 
 def test_the_faults_it_lied_about_are_quarantined_at_their_true_lines(reference_sales):
@@ -118,8 +157,11 @@ def test_the_faults_it_lied_about_are_quarantined_at_their_true_lines(reference_
     outcome = _validate(text.encode(), LAST)
 
     expected = sorted(
-        [(moved[line], _moved_reason(reason, moved), raw)
-         for line, reason, raw in _reference_records(LAST)] + injected
+        [
+            (moved[line], _moved_reason(reason, moved), raw)
+            for line, reason, raw in _reference_records(LAST)
+        ]
+        + injected
     )
     assert _records(outcome) == expected
     reference = reference_sales[reference_sales["date"] == pd.Timestamp(LAST)]

@@ -4,8 +4,6 @@ Every call goes through the webserver's GraphQL API, the same one the UI uses, s
 does here is what an ML engineer's click does. Waits poll and fail naming what never happened.
 """
 
-
-
 from retrain_assets_tests.running_platform import RunningPlatform
 from retrain_assets_tests.waiting import wait_until
 
@@ -45,8 +43,11 @@ def days(first: int, last: int, month: str) -> list[str]:
 def wait_for_customers(platform: RunningPlatform, count: int, seconds: float = 90) -> None:
     """Wait until the customer_discovery sensor has added the seeded tenants as partitions."""
     sql = "SELECT count(*) FROM dynamic_partitions WHERE partitions_def_name = 'customers'"
-    wait_until(lambda: platform.query("dagster", sql)[0][0] >= count, seconds,
-               f"customer_discovery adding {count} customers")
+    wait_until(
+        lambda: platform.query("dagster", sql)[0][0] >= count,
+        seconds,
+        f"customer_discovery adding {count} customers",
+    )
 
 
 def launch_backfill(platform: RunningPlatform, assets: list[str], days: list[str]) -> str:
@@ -66,7 +67,8 @@ def launch_run(
 ) -> str:
     """Launch a run, as the UI's launchpad does (with `run_config` typed in); return its id."""
     selector = {
-        "repositoryLocationName": "retrain_assets", "repositoryName": "__repository__",
+        "repositoryLocationName": "retrain_assets",
+        "repositoryName": "__repository__",
         "pipelineName": job,
     }
     if assets:
@@ -83,14 +85,13 @@ def launch_run(
 
 def launch_days(platform: RunningPlatform, asset: str, first: str, last: str) -> str:
     """Launch one run materializing a day range of a daily asset; return its id."""
-    tags = {
-        "dagster/asset_partition_range_start": first, "dagster/asset_partition_range_end": last
-    }
+    tags = {"dagster/asset_partition_range_start": first, "dagster/asset_partition_range_end": last}
     return launch_run(platform, "__ASSET_JOB", tags, [asset])
 
 
 def wait_for_run(platform: RunningPlatform, run_id: str, seconds: float = 120) -> None:
     """Wait until a run succeeded; fail at once if it failed."""
+
     def finished() -> bool:
         status = platform.graphql(RUN_STATUS, {"id": run_id})["runOrError"]["status"]
         assert status not in ("FAILURE", "CANCELED"), f"run {run_id} ended {status}"
@@ -117,6 +118,5 @@ def wait_for_backfill_run(platform: RunningPlatform, backfill_id: str) -> list[s
     The backfill daemon looks at backfills every 30 s and marks one complete only on a later
     pass, so a test waits for the runs (the work) rather than the backfill's status.
     """
-    wait_until(lambda: backfill_runs(platform, backfill_id), 60,
-               f"a run of backfill {backfill_id}")
+    wait_until(lambda: backfill_runs(platform, backfill_id), 60, f"a run of backfill {backfill_id}")
     return [r["runId"] for r in backfill_runs(platform, backfill_id)]

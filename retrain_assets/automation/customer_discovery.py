@@ -4,7 +4,6 @@ A folder whose name is not a safe slug is never added; the tick says which folde
 the person who created it can rename it.
 """
 
-
 import dagster as dg
 
 from retrain_assets.customers import CUSTOMERS, InvalidCustomerName, validate_customer_name

@@ -111,7 +111,8 @@ def gpu_job_poller(
             context.log.error(f"GPU service unreachable, {len(polling)} poll(s) wait: {err}")
             chosen = [p for p in chosen if p.state != "POLL_JOB"]
     succeeded = {
-        p.customer for p in polling
+        p.customer
+        for p in polling
         if (job := jobs.get(str(p.payload[JOB_ID]))) is not None
         and job.status is JobStatus.SUCCEEDED
     }
@@ -123,7 +124,11 @@ def gpu_job_poller(
     services = training_services(db_url, gpu, handoff=FactsByCustomer(facts))
     # Chunks not started inside the budget stay untouched: nobody loses a visit.
     results = advance_many(
-        db_url, machine, [p.customer for p in chosen], services, known=jobs,
+        db_url,
+        machine,
+        [p.customer for p in chosen],
+        services,
+        known=jobs,
         deadline=started + TICK_BUDGET_SECONDS,
     )
     final = {p.customer: p for p in pointers}

@@ -50,8 +50,11 @@ def handoff_facts(
     passed = {p.customer for p in pointers if (v := verdicts.get(p.run_key)) and v.passed}
     registered = registered_versions(instance, passed)
     current = {
-        (p.customer, p.run_key): [run for run in runs.get((p.customer, p.run_key), [])
-                                  if _ended_unsuccessful(run, p.payload.get(ATTEMPT))]
+        (p.customer, p.run_key): [
+            run
+            for run in runs.get((p.customer, p.run_key), [])
+            if _ended_unsuccessful(run, p.payload.get(ATTEMPT))
+        ]
         for p in pointers
     }
     to_read = [run.run_id for ended in current.values() for run in ended][:FAILURES_READ]
@@ -63,7 +66,8 @@ def handoff_facts(
         facts[(p.customer, p.run_key)] = HandoffFacts(
             tuple(
                 dataclasses.replace(run, failure=errors.get(run.run_id, UNREAD))
-                if run.run_id in ended else run
+                if run.run_id in ended
+                else run
                 for run in runs.get((p.customer, p.run_key), [])
             ),
             verdicts.get(p.run_key),
@@ -101,7 +105,8 @@ def registered_versions(
         if event is None or event.partition is None:
             continue
         found[event.partition] = (
-            metadata_text(event.metadata.get(RUN_KEY)), metadata_text(event.metadata.get("version"))
+            metadata_text(event.metadata.get(RUN_KEY)),
+            metadata_text(event.metadata.get("version")),
         )
     return found
 

@@ -83,8 +83,10 @@ def _digest(parts: list[str]) -> str:
 
 def _tags(days: DayRange, trigger: str) -> dict[str, str]:
     return {
-        RANGE_START: days[0].isoformat(), RANGE_END: days[1].isoformat(),
-        AUTOMATION_TAG: NAME, TRIGGER_TAG: trigger,
+        RANGE_START: days[0].isoformat(),
+        RANGE_END: days[1].isoformat(),
+        AUTOMATION_TAG: NAME,
+        TRIGGER_TAG: trigger,
     }
 
 
@@ -109,8 +111,7 @@ def features_request(
     """
     first, last = days
     span = [first + dt.timedelta(days=i) for i in range((last - first).days + 1)]
-    parts = [f"{day}:{lookback_storage_ids(sales_ids, day)}:{feature_ids.get(day)}"
-             for day in span]
+    parts = [f"{day}:{lookback_storage_ids(sales_ids, day)}:{feature_ids.get(day)}" for day in span]
     return dg.RunRequest(
         run_key=f"features-{first}-{last}-{_digest(parts)}",
         asset_selection=[store_day_features.key],
@@ -120,9 +121,11 @@ def features_request(
 
 def unfinished_runs(instance: dg.DagsterInstance) -> list[dg.DagsterRun]:
     """Return this sensor's runs that have not finished (queued, starting or running)."""
-    return list(instance.get_runs(
-        filters=dg.RunsFilter(tags={AUTOMATION_TAG: NAME}, statuses=UNFINISHED), limit=5
-    ))
+    return list(
+        instance.get_runs(
+            filters=dg.RunsFilter(tags={AUTOMATION_TAG: NAME}, statuses=UNFINISHED), limit=5
+        )
+    )
 
 
 def _storage_ids(instance: dg.DagsterInstance, key: dg.AssetKey) -> dict[dt.date, int]:
@@ -177,8 +180,9 @@ def _summary(plan: LandingPlan, behind: list[dt.date], follow: list[DayRange]) -
 def landing_arrivals(context: dg.SensorEvaluationContext) -> dg.SensorResult:
     """Request runs for ready days whose files changed and for feature days behind sales."""
     if not landing_automation_enabled():
-        return dg.SensorResult(skip_reason="RETRAIN_LANDING_AUTOMATION is off: days are "
-                                           "published by hand")
+        return dg.SensorResult(
+            skip_reason="RETRAIN_LANDING_AUTOMATION is off: days are published by hand"
+        )
     instance = context.instance
     busy = unfinished_runs(instance)
     if busy:
@@ -186,13 +190,16 @@ def landing_arrivals(context: dg.SensorEvaluationContext) -> dg.SensorResult:
         days = f"{run.tags.get(RANGE_START)} .. {run.tags.get(RANGE_END)}"
         return dg.SensorResult(
             skip_reason=f"waiting for run {run.run_id} ({days}) to finish; what arrives "
-                        "meanwhile is read by the next tick after it"
+            "meanwhile is read by the next tick after it"
         )
     customers = sorted(instance.get_dynamic_partitions(CUSTOMERS.name))
     requested = requested_fingerprints(context.cursor)
     plan = plan_landing(
-        landing_days(scan_landing(landing_root(), customers)), requested, utc_now(),
-        day_cutoff_hours(), landing_settle_seconds(),
+        landing_days(scan_landing(landing_root(), customers)),
+        requested,
+        utc_now(),
+        day_cutoff_hours(),
+        landing_settle_seconds(),
     )
     sales_ids = _storage_ids(instance, sales.key)
     feature_ids = _storage_ids(instance, store_day_features.key)

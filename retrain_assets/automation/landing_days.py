@@ -44,8 +44,11 @@ class LandingDay:
 
     def missing(self) -> list[str]:
         """Return the active customers without a file for this day, sorted."""
-        return sorted(c for c, start in self.first_days.items()
-                      if start <= self.day and c not in self.delivered)
+        return sorted(
+            c
+            for c, start in self.first_days.items()
+            if start <= self.day and c not in self.delivered
+        )
 
 
 @dataclass(frozen=True)
@@ -95,14 +98,16 @@ def landing_days(files: Iterable[LandedFile]) -> list[LandingDay]:
         day = first + dt.timedelta(days=offset)
         landed = by_day.get(day, [])
         times = [f.modified for f in landed if f.modified is not None]
-        days.append(LandingDay(
-            day=day,
-            delivered=frozenset(f.customer for f in landed),
-            expected=bisect.bisect_right(starts, day),
-            fingerprint=_fingerprint(landed),
-            newest=max(times, default=None),
-            first_days=first_days,
-        ))
+        days.append(
+            LandingDay(
+                day=day,
+                delivered=frozenset(f.customer for f in landed),
+                expected=bisect.bisect_right(starts, day),
+                fingerprint=_fingerprint(landed),
+                newest=max(times, default=None),
+                first_days=first_days,
+            )
+        )
     return days
 
 
@@ -119,8 +124,10 @@ def readiness(
     # A file stamped after `now` (clocks of two machines) is as fresh as one stamped now.
     age = None if day.newest is None else max(now.timestamp() - day.newest, 0.0)
     if age is not None and age < settle_seconds:
-        return Readiness(False, f"files still arriving (newest {age:.0f} s old, settles after "
-                                f"{settle_seconds} s)")
+        return Readiness(
+            False,
+            f"files still arriving (newest {age:.0f} s old, settles after {settle_seconds} s)",
+        )
     delivered = f"{len(day.delivered)} of {day.expected} customers delivered"
     if len(day.delivered) >= day.expected:
         return Readiness(True, f"complete: {delivered}")
@@ -128,10 +135,12 @@ def readiness(
     closes = cutoff(day.day, cutoff_hours)
     shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
     if now >= closes:
-        return Readiness(True, f"cut-off {closes:%Y-%m-%d %H:%M} UTC passed: {delivered}, "
-                               f"missing {shown}")
-    return Readiness(False, f"{delivered}; waiting for {shown} until the cut-off "
-                            f"{closes:%Y-%m-%d %H:%M} UTC")
+        return Readiness(
+            True, f"cut-off {closes:%Y-%m-%d %H:%M} UTC passed: {delivered}, missing {shown}"
+        )
+    return Readiness(
+        False, f"{delivered}; waiting for {shown} until the cut-off {closes:%Y-%m-%d %H:%M} UTC"
+    )
 
 
 def plan_landing(

@@ -55,7 +55,10 @@ def rollout_controller(
     url, registry = project_db.connection_url(), mlflow_registry.registry()
     settings = rollout_settings()
     report = advance_rollouts(
-        url, registry, partition_storage.store(), settings=settings,
+        url,
+        registry,
+        partition_storage.store(),
+        settings=settings,
         deadline=started + TICK_BUDGET_SECONDS * ADVANCE_SHARE,
     )
     mirrored = mirror_analyses(url, registry, started + TICK_BUDGET_SECONDS)

@@ -95,7 +95,8 @@ FAULTS: dict[str, Fault] = {
     "duplicate": lambda f, rng: ",".join(f),  # the caller copies another row here
     "conflict": lambda f, rng: _set(f, _UNITS, str(int(f[_UNITS]) + 1)),  # and here
     "huge_integer": lambda f, rng: _set(
-        f, _pick(rng, (_UNITS, _STOCK)),
+        f,
+        _pick(rng, (_UNITS, _STOCK)),
         _pick(rng, ("1e20", "9223372036854775808", "99999999999999999999", "1.5e19")),
     ),
     "nul_byte": _nul,
@@ -109,9 +110,19 @@ FAULTS: dict[str, Fault] = {
 """Every fault kind by name; `duplicate` and `conflict` copy another row of the file."""
 
 TRUTHFUL_BEFORE = tuple(
-    name for name in FAULTS
-    if name not in {"huge_integer", "nul_byte", "control_character", "blank_line",
-                    "quoted_newline", "extra_field", "missing_field", "unterminated_quote"}
+    name
+    for name in FAULTS
+    if name
+    not in {
+        "huge_integer",
+        "nul_byte",
+        "control_character",
+        "blank_line",
+        "quoted_newline",
+        "extra_field",
+        "missing_field",
+        "unterminated_quote",
+    }
 )
 """The kinds the original (pandas) validator already handled truthfully."""
 

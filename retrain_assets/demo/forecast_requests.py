@@ -38,8 +38,11 @@ def request_rows(spec: TenantSpec, day: dt.date) -> list[dict[str, Any]]:
     features = store_day_features(sales, [day], {spec.name: spec.country})
     rows = []
     for record in features[["store_id", "item_id", *MODEL_FEATURES]].to_dict("records"):
-        row: dict[str, Any] = {"store_id": record["store_id"], "item_id": record["item_id"],
-                               "date": day.isoformat()}
+        row: dict[str, Any] = {
+            "store_id": record["store_id"],
+            "item_id": record["item_id"],
+            "date": day.isoformat(),
+        }
         for name in MODEL_FEATURES:
             value = float(record[name])
             row[name] = None if math.isnan(value) else value

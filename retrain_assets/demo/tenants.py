@@ -65,15 +65,26 @@ def _day(offset: int) -> dt.date:
 DEMO_TENANTS: tuple[TenantSpec, ...] = (
     TenantSpec("northwind-us", "US", stores=8, items=30, seed=11, base_units=8.0),
     TenantSpec(
-        "lindenhof-de", "DE", stores=5, items=20, seed=23, trend_per_year=0.02,
+        "lindenhof-de",
+        "DE",
+        stores=5,
+        items=20,
+        seed=23,
+        trend_per_year=0.02,
         regimes=(Regime(_day(DEFAULT_HISTORY_DAYS + 14), None, 1.8, price_factor=1.15),),
     ),
     TenantSpec(
-        "sakura-jp", "JP", stores=3, items=15, seed=37, base_units=4.0,
+        "sakura-jp",
+        "JP",
+        stores=3,
+        items=15,
+        seed=37,
+        base_units=4.0,
         promo_probability=0.2,
         regimes=(
-            Regime(_day(DEFAULT_HISTORY_DAYS + 4), _day(DEFAULT_HISTORY_DAYS + 24), 1.5,
-                   promo_lift=4.0),
+            Regime(
+                _day(DEFAULT_HISTORY_DAYS + 4), _day(DEFAULT_HISTORY_DAYS + 24), 1.5, promo_lift=4.0
+            ),
         ),
     ),
 )

@@ -105,7 +105,8 @@ def advance_rollouts(
     facts = TickFacts(
         aborts={
             a.rollout.customer: (a.rollout.abort_reason, a.rollout.abort_by or "someone")
-            for a in due if a.rollout.abort_reason
+            for a in due
+            if a.rollout.abort_reason
         },
         observations=observe(url, analysing, features, published, chosen.min_predictions),
     )
@@ -115,7 +116,13 @@ def advance_rollouts(
     names = [a.rollout.customer for a in due]
     report.before = {a.rollout.customer: a.pointer.state for a in due if a.pointer is not None}
     report.results = advance_many(
-        url, machine, names, services, known={FACTS: facts}, chunk=chunk, deadline=deadline,
+        url,
+        machine,
+        names,
+        services,
+        known={FACTS: facts},
+        chunk=chunk,
+        deadline=deadline,
         before_commit=writes.flush,
     )
     report.deferred = [c for c in names if c not in report.results]
@@ -123,8 +130,13 @@ def advance_rollouts(
         if result.error is not None:
             report.problems[customer] = f"the machine could not advance: {result.error}"
     failed = set(report.ended(machine.failed))
-    _close_ended(url, registry, [a for a in due if a.rollout.customer in failed], report,
-                 {c: report.results[c] for c in failed})
+    _close_ended(
+        url,
+        registry,
+        [a for a in due if a.rollout.customer in failed],
+        report,
+        {c: report.results[c] for c in failed},
+    )
     return report
 
 

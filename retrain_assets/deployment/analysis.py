@@ -71,7 +71,8 @@ def judge_step(
         actuals = (
             f"{seen.rows_with_actuals} of {settings.min_actuals} rows with actuals"
             + ("" if scored or not seen.rows_with_actuals else " (their actual sales sum to 0)")
-            if seen.quality_read else "rows with actuals not counted yet"
+            if seen.quality_read
+            else "rows with actuals not counted yet"
         )
         predictions = f"{seen.canary_requests} of {settings.min_predictions} canary predictions"
         shortage = f"{predictions}, {actuals}"

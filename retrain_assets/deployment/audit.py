@@ -46,8 +46,9 @@ def audit_deployments(
     routes = read_routes(url, [customer] if customer else None)
     names = {customer} if customer else set(moves) | set(routes) | _registered(registry)
     for name in sorted(names):
-        problems += _registry_problems(registry, name, moves.get(name), rolling.get(name),
-                                       routes.get(name))
+        problems += _registry_problems(
+            registry, name, moves.get(name), rolling.get(name), routes.get(name)
+        )
     return problems
 
 
@@ -71,11 +72,16 @@ def _record_problems(url: str, customer: str | None) -> list[DeploymentProblem]:
         customer,
     ):
         if outcome != "promoted" or rollout_decision != decision or rollout_version != version:
-            found.append(DeploymentProblem(name, (
-                f"champion move {move} (decision {decision}, to version {version}) does not "
-                f"match its rollout {rollout} (decision {rollout_decision}, version "
-                f"{rollout_version}, outcome {outcome or 'in progress'})"
-            )))
+            found.append(
+                DeploymentProblem(
+                    name,
+                    (
+                        f"champion move {move} (decision {decision}, to version {version})"
+                        f" does not match its rollout {rollout} (decision {rollout_decision},"
+                        f" version {rollout_version}, outcome {outcome or 'in progress'})"
+                    ),
+                )
+            )
     for name, rollout, decision in _rows(
         url,
         "SELECT r.customer, r.id, r.decision_id FROM rollouts r WHERE r.outcome = 'promoted'"
@@ -83,10 +89,15 @@ def _record_problems(url: str, customer: str | None) -> list[DeploymentProblem]:
         f" AND {_ONE.format(column='r.customer')} ORDER BY r.id",
         customer,
     ):
-        found.append(DeploymentProblem(name, (
-            f"rollout {rollout} (decision {decision}) was promoted but no champion move "
-            "is recorded for it"
-        )))
+        found.append(
+            DeploymentProblem(
+                name,
+                (
+                    f"rollout {rollout} (decision {decision}) was promoted but no champion move "
+                    "is recorded for it"
+                ),
+            )
+        )
     for name, decision, count in _rows(
         url,
         "SELECT d.customer, d.id, count(r.id) FROM deployment_decisions d JOIN rollouts r"
@@ -153,27 +164,37 @@ def _registry_problems(
         found.append(DeploymentProblem(customer, message))
 
     if last_move is None and champion is not None:
-        problem(f"{name} v{champion} has alias champion but no deployment decision moved it "
-                "there (no champion move recorded)")
+        problem(
+            f"{name} v{champion} has alias champion but no deployment decision moved it "
+            "there (no champion move recorded)"
+        )
     elif last_move is not None:
         move, version, decision = last_move
         if champion != version:
-            problem(f"{name} alias champion is on {f'v{champion}' if champion else 'no version'}"
-                    f" but the last recorded move ({move}, decision {decision}) made v{version} "
-                    "champion: a champion move without a decision")
+            problem(
+                f"{name} alias champion is on {f'v{champion}' if champion else 'no version'}"
+                f" but the last recorded move ({move}, decision {decision}) made v{version} "
+                "champion: a champion move without a decision"
+            )
         else:
             tagged = _decision_tag(registry, customer, version)
             if tagged != str(decision):
-                problem(f"{name} v{version} is champion by decision {decision} but is tagged "
-                        f"{DECISION_TAG}={tagged}")
+                problem(
+                    f"{name} v{version} is champion by decision {decision} but is tagged "
+                    f"{DECISION_TAG}={tagged}"
+                )
     if canary != rolling:
-        problem(f"{name} alias canary is on {f'v{canary}' if canary else 'no version'} but the "
-                f"rollout in progress canaries {f'v{rolling}' if rolling else 'nothing'}")
+        problem(
+            f"{name} alias canary is on {f'v{canary}' if canary else 'no version'} but the "
+            f"rollout in progress canaries {f'v{rolling}' if rolling else 'nothing'}"
+        )
     if route is not None:
         routed = (getattr(route, "champion_version", None), getattr(route, "canary_version", None))
         if routed != (champion, canary):
-            problem(f"serving_routes sends {customer} to champion {routed[0]} / canary "
-                    f"{routed[1]} but the aliases say champion {champion} / canary {canary}")
+            problem(
+                f"serving_routes sends {customer} to champion {routed[0]} / canary "
+                f"{routed[1]} but the aliases say champion {champion} / canary {canary}"
+            )
     return found
 
 

@@ -50,9 +50,7 @@ def deployment_lines(url: str, customer: str | None, limit: int) -> list[str]:
     return lines
 
 
-def rollback_now(
-    url: str, registry: MlflowRegistry, customer: str, reason: str, by: str
-) -> str:
+def rollback_now(url: str, registry: MlflowRegistry, customer: str, reason: str, by: str) -> str:
     """Record a hand abort and advance the customer's rollout at once; say where it ended.
 
     Raises:

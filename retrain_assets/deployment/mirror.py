@@ -73,20 +73,33 @@ def _unmirrored(url: str) -> list[tuple]:
 
 
 def _log(
-    registry: MlflowRegistry, run_id: str, step: str, requests: int, errors: int,
-    nonfinite: int, rows: int, canary_wape: float | None, champion_wape: float | None,
-    passed: bool, reason: str,
+    registry: MlflowRegistry,
+    run_id: str,
+    step: str,
+    requests: int,
+    errors: int,
+    nonfinite: int,
+    rows: int,
+    canary_wape: float | None,
+    champion_wape: float | None,
+    passed: bool,
+    reason: str,
 ) -> None:
     now = int(time.time() * 1000)
     values = {
-        "canary_requests": requests, "canary_errors": errors, "canary_nonfinite": nonfinite,
-        "rows_with_actuals": rows, "canary_wape": canary_wape, "champion_wape": champion_wape,
+        "canary_requests": requests,
+        "canary_errors": errors,
+        "canary_nonfinite": nonfinite,
+        "rows_with_actuals": rows,
+        "canary_wape": canary_wape,
+        "champion_wape": champion_wape,
         "passed": 1.0 if passed else 0.0,
     }
     registry.client.log_batch(
         run_id,
-        metrics=[Metric(f"{step}/{k}", float(v), now, 0) for k, v in values.items()
-                 if v is not None],
+        metrics=[
+            Metric(f"{step}/{k}", float(v), now, 0) for k, v in values.items() if v is not None
+        ],
         tags=[RunTag(f"{step}/verdict", reason[:5000])],
     )
 

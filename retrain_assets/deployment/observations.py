@@ -64,9 +64,14 @@ def observe(
         requests, errors, nonfinite = counts.get(step.rollout_id, (0, 0, 0))
         rows, canary, champion = scores.get(step.rollout_id, (0, None, None))
         found[step.rollout_id] = StepObservation(
-            step=step.step, canary_requests=requests, canary_errors=errors,
-            canary_nonfinite=nonfinite, rows_with_actuals=rows, canary_wape=canary,
-            champion_wape=champion, quality_read=step.rollout_id in judged,
+            step=step.step,
+            canary_requests=requests,
+            canary_errors=errors,
+            canary_nonfinite=nonfinite,
+            rows_with_actuals=rows,
+            canary_wape=canary,
+            champion_wape=champion,
+            quality_read=step.rollout_id in judged,
         )
     return found
 
@@ -121,8 +126,15 @@ def canary_pairs(
 
 def canary_pairs_frame(rows: list[tuple]) -> pd.DataFrame:
     """Return pairs rows as the frame `score_pairs` reads."""
-    columns = ["rollout_id", "customer", "store_id", "item_id", "forecast_date", "canary",
-               "champion"]
+    columns = [
+        "rollout_id",
+        "customer",
+        "store_id",
+        "item_id",
+        "forecast_date",
+        "canary",
+        "champion",
+    ]
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -156,7 +168,9 @@ def score_pairs(
         champion_error=np.abs(actual - joined["champion"].to_numpy(dtype=float)),
     )
     sums = joined.groupby("rollout_id").agg(
-        rows=("scale", "size"), scale=("scale", "sum"), canary=("canary_error", "sum"),
+        rows=("scale", "size"),
+        scale=("scale", "sum"),
+        canary=("canary_error", "sum"),
         champion=("champion_error", "sum"),
     )
     found: dict[int, tuple[int, float | None, float | None]] = {}

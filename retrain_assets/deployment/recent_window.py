@@ -58,7 +58,8 @@ def recent_window(url: str, customer: str, run_key: str, days: int) -> ScoringWi
         )
     chosen = with_rows[-days:]
     why = (
-        f"no day with actuals after the holdout ending {end} yet" if end is not None
+        f"no day with actuals after the holdout ending {end} yet"
+        if end is not None
         else f"the holdout of run {run_key} is not known here"
     )
     return ScoringWindow(chosen, f"{why}: the {len(chosen)} newest day(s) with actuals")

@@ -121,8 +121,10 @@ def start_deployment(
             )
             rollout = Rollout(*cur.fetchone())
             payload = {
-                "rollout_id": rollout.id, "decision_id": decision.id,
-                "version": request.version, "champion": request.previous_champion,
+                "rollout_id": rollout.id,
+                "decision_id": decision.id,
+                "version": request.version,
+                "champion": request.previous_champion,
                 "mlflow_run_id": request.mlflow_run_id,
             }
             _point_machine(cur, machine, request.customer, decision.rollout_key, payload)
@@ -141,9 +143,15 @@ def _insert_decision(cur: Any, request: DeploymentRequest) -> DeploymentDecision
         VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING {_DECISION}
         """,
         (
-            request.customer, request.version, request.run_key, request.decided_by,
-            request.reason, request.gate_result_id, request.previous_champion,
-            request.dagster_run_id, request.mlflow_run_id,
+            request.customer,
+            request.version,
+            request.run_key,
+            request.decided_by,
+            request.reason,
+            request.gate_result_id,
+            request.previous_champion,
+            request.dagster_run_id,
+            request.mlflow_run_id,
         ),
     )
     return DeploymentDecision(*cur.fetchone())
@@ -245,8 +253,11 @@ def active_rollouts(
             " AND p.run_key = 'deploy-' || r.decision_id"
             " WHERE r.outcome IS NULL AND (%s::text[] IS NULL OR r.customer = ANY(%s))"
             " ORDER BY r.customer",
-            (machine, None if customers is None else list(customers),
-             None if customers is None else list(customers)),
+            (
+                machine,
+                None if customers is None else list(customers),
+                None if customers is None else list(customers),
+            ),
         )
         rows = cur.fetchall()
     width = len(Rollout.__dataclass_fields__)
@@ -259,8 +270,9 @@ def active_rollouts(
 def decision(url: str, decision_id: int) -> DeploymentDecision | None:
     """Return one decision."""
     with transaction(url) as cur:
-        cur.execute(f"SELECT {_DECISION} FROM deployment_decisions d WHERE d.id = %s",
-                    (decision_id,))
+        cur.execute(
+            f"SELECT {_DECISION} FROM deployment_decisions d WHERE d.id = %s", (decision_id,)
+        )
         row = cur.fetchone()
     return DeploymentDecision(*row) if row else None
 

@@ -52,8 +52,7 @@ def write_routes(cur: psycopg2.extensions.cursor, routes: Sequence[Route]) -> No
         " rollout_id = EXCLUDED.rollout_id, step = EXCLUDED.step,"
         " updated_at = clock_timestamp()",
         tuple(
-            [getattr(r, column.strip()) for r in latest.values()]
-            for column in _COLUMNS.split(",")
+            [getattr(r, column.strip()) for r in latest.values()] for column in _COLUMNS.split(",")
         ),
     )
 
@@ -64,7 +63,9 @@ def read_routes(url: str, customers: Sequence[str] | None = None) -> dict[str, R
         cur.execute(
             f"SELECT {_COLUMNS}, updated_at FROM serving_routes"
             " WHERE %s::text[] IS NULL OR customer = ANY(%s) ORDER BY customer",
-            (None if customers is None else list(customers),
-             None if customers is None else list(customers)),
+            (
+                None if customers is None else list(customers),
+                None if customers is None else list(customers),
+            ),
         )
         return {row[0]: Route(*row) for row in cur.fetchall()}

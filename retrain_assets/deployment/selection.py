@@ -28,7 +28,8 @@ def registration_selection(auto_deploy: bool) -> dict[str, list]:
     if auto_deploy:
         assets.append(deployed_model.key)
     checks = [
-        key for key in sorted(_checks_of(tuple(assets)), key=lambda k: k.to_user_string())
+        key
+        for key in sorted(_checks_of(tuple(assets)), key=lambda k: k.to_user_string())
         if auto_deploy or key != DEPLOY_CHECK
     ]
     return {"asset_selection": assets, "asset_check_keys": checks}

@@ -44,7 +44,9 @@ class _ForCustomer:
 @dg.resource(
     config_schema={
         "tracking_uri": dg.Field(
-            dg.Noneable(str), default_value=None, is_required=False,
+            dg.Noneable(str),
+            default_value=None,
+            is_required=False,
             description="Default: MLFLOW_TRACKING_URI, else the local server",
         )
     },
@@ -60,8 +62,7 @@ def deployment_mlflow(context: dg.InitResourceContext) -> Iterator[MlFlow]:
         )
     config = {
         "experiment_name": deployment_experiment(customer),
-        "mlflow_tracking_uri": context.resource_config.get("tracking_uri")
-        or mlflow_tracking_uri(),
+        "mlflow_tracking_uri": context.resource_config.get("tracking_uri") or mlflow_tracking_uri(),
         "parent_run_id": None,
         "mlflow_run_id": None,
         "env": {},

@@ -122,11 +122,16 @@ def _insert_analyses(cur: psycopg2.extensions.cursor, rows: list[AnalysisRow]) -
         " SELECT * FROM unnest(%s::bigint[], %s::text[], %s::int[], %s::int[], %s::int[],"
         " %s::int[], %s::float8[], %s::float8[], %s::bool[], %s::text[])",
         (
-            [r.rollout_id for r in rows], [r.step for r in rows],
-            [r.canary_requests for r in rows], [r.canary_errors for r in rows],
-            [r.canary_nonfinite for r in rows], [r.rows_with_actuals for r in rows],
-            [_finite(r.canary_wape) for r in rows], [_finite(r.champion_wape) for r in rows],
-            [r.passed for r in rows], [r.reason for r in rows],
+            [r.rollout_id for r in rows],
+            [r.step for r in rows],
+            [r.canary_requests for r in rows],
+            [r.canary_errors for r in rows],
+            [r.canary_nonfinite for r in rows],
+            [r.rows_with_actuals for r in rows],
+            [_finite(r.canary_wape) for r in rows],
+            [_finite(r.champion_wape) for r in rows],
+            [r.passed for r in rows],
+            [r.reason for r in rows],
         ),
     )
 

@@ -46,12 +46,8 @@ def store_day_features(
     out = wanted[CARRIED].copy()
     for lag in LAGS:
         out[f"lag_{lag}"] = grid[row_codes, col - lag]
-    cumulative = np.concatenate(
-        [np.zeros((n_series, 1)), np.nancumsum(grid, axis=1)], axis=1
-    )
-    present = np.concatenate(
-        [np.zeros((n_series, 1)), np.cumsum(~np.isnan(grid), axis=1)], axis=1
-    )
+    cumulative = np.concatenate([np.zeros((n_series, 1)), np.nancumsum(grid, axis=1)], axis=1)
+    present = np.concatenate([np.zeros((n_series, 1)), np.cumsum(~np.isnan(grid), axis=1)], axis=1)
     for window in WINDOWS:
         total = cumulative[row_codes, col] - cumulative[row_codes, col - window]
         count = present[row_codes, col] - present[row_codes, col - window]

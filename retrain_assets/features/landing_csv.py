@@ -188,15 +188,15 @@ class LandingCsv:
         self, unclosed: list[int], wrong_width: list[tuple[int, int]], width: int
     ) -> list[MalformedLine]:
         """Return the malformed lines, by line, each with its text and reason."""
-        reasons = {found: f"malformed row: {_fields(found)} where the header has {width}"
-                   for _, found in wrong_width}
+        reasons = {
+            found: f"malformed row: {_fields(found)} where the header has {width}"
+            for _, found in wrong_width
+        }
         malformed = [
             MalformedLine(index + 1, self._text(index), reasons[found])
             for index, found in wrong_width
         ]
-        malformed += [
-            MalformedLine(index + 1, self._text(index), _UNCLOSED) for index in unclosed
-        ]
+        malformed += [MalformedLine(index + 1, self._text(index), _UNCLOSED) for index in unclosed]
         return sorted(malformed, key=lambda m: m.line)
 
     def _quote_positions(self) -> np.ndarray:
@@ -287,9 +287,7 @@ class LandingCsv:
             ]
             fast = np.setdiff1d(fast, wrong, assume_unique=True)
         if table.num_rows != len(fast):
-            raise AssertionError(
-                f"pyarrow read {table.num_rows} rows from {len(fast)} plain lines"
-            )
+            raise AssertionError(f"pyarrow read {table.num_rows} rows from {len(fast)} plain lines")
         return table, fast, wrong_width
 
     def _plain_buffer(self, fast: np.ndarray) -> pa.Buffer | _Pieces:

@@ -5,7 +5,6 @@ file is recorded and fails the non-blocking `landing_files_complete` check for t
 never stops the other customers.
 """
 
-
 import datetime as dt
 from collections.abc import Iterator
 
@@ -68,9 +67,7 @@ def _check_evaluation(
         blocking=False,
         description=description,
         metadata={
-            "failed_files": dg.MetadataValue.json(
-                {o.file: o.problems[0].reason for o in failed}
-            ),
+            "failed_files": dg.MetadataValue.json({o.file: o.problems[0].reason for o in failed}),
             **({"refused_partitions": dg.MetadataValue.json(_shown(refused))} if refused else {}),
         },
     )
@@ -118,7 +115,9 @@ def sales(
     yield dg.Output(
         frame,
         metadata={
-            "rows": len(frame), "days": len(evaluations), "customers": len(customers),
+            "rows": len(frame),
+            "days": len(evaluations),
+            "customers": len(customers),
             **({"refused_partitions": dg.MetadataValue.json(_shown(refused))} if refused else {}),
         },
     )
@@ -133,7 +132,9 @@ def _check_result(
     if len(evaluations) == 1:
         only = evaluations[0]
         return dg.AssetCheckResult(
-            check_name=FILES_CHECK, passed=only.passed, metadata=only.metadata,
+            check_name=FILES_CHECK,
+            passed=only.passed,
+            metadata=only.metadata,
             description=only.description,
         )
     for evaluation in evaluations:

@@ -11,7 +11,6 @@ or part of whose look-back after the first sales day, is missing is not publishe
 publishes the other days and then fails naming those days.
 """
 
-
 import datetime as dt
 from collections.abc import Iterator
 
@@ -79,9 +78,11 @@ def _refusal(blocked: list[Lookback], published: int) -> dg.Failure:
             f"store_day_features published {published} day(s) and could not compute "
             f"{len(blocked)}: {listed}{more}; materialize those partitions of sales first"
         ),
-        metadata={"days_not_computed": dg.MetadataValue.json(
-            {b.day.isoformat(): b.problem for b in blocked}
-        )},
+        metadata={
+            "days_not_computed": dg.MetadataValue.json(
+                {b.day.isoformat(): b.problem for b in blocked}
+            )
+        },
     )
 
 
@@ -94,7 +95,8 @@ def _refusal(blocked: list[Lookback], published: int) -> dg.Failure:
     ins={
         "sales": dg.AssetIn(
             partition_mapping=dg.TimeWindowPartitionMapping(
-                start_offset=-LOOKBACK_DAYS, end_offset=0,
+                start_offset=-LOOKBACK_DAYS,
+                end_offset=0,
                 allow_nonexistent_upstream_partitions=True,
             ),
             metadata={CONSUMER_CHECKS_MISSING_DAYS: True},
@@ -124,15 +126,17 @@ def store_day_features(
         day_frame = day_frame.reset_index(drop=True)
         paths.append(str(store.write("store_day_features", key, day_frame)))
         rows = day_frame.groupby("customer").size() if len(day_frame) else pd.Series(dtype=int)
-        records.append(SnapshotRecord(
-            partition_date=dt.date.fromisoformat(key),
-            data_version=frame_content_hash(day_frame),
-            feature_version=FEATURE_VERSION,
-            rows_per_customer={str(k): int(v) for k, v in rows.items()},
-            from_backfill=backfill_id is not None,
-            backfill_id=backfill_id,
-            run_id=context.run.run_id,
-        ))
+        records.append(
+            SnapshotRecord(
+                partition_date=dt.date.fromisoformat(key),
+                data_version=frame_content_hash(day_frame),
+                feature_version=FEATURE_VERSION,
+                rows_per_customer={str(k): int(v) for k, v in rows.items()},
+                from_backfill=backfill_id is not None,
+                backfill_id=backfill_id,
+                run_id=context.run.run_id,
+            )
+        )
     snapshot_ids = publish_snapshots(db_url, records)
     for record, snapshot_id, path in zip(records, snapshot_ids, paths, strict=True):
         key = record.partition_date.isoformat()

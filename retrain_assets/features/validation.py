@@ -70,8 +70,14 @@ class FileOutcome:
 
 
 _SALES_DTYPES = {
-    "customer": object, "date": "datetime64[ns]", "store_id": object, "item_id": object,
-    "units_sold": "int64", "price": "float64", "on_promo": bool, "stock_on_hand": "int64",
+    "customer": object,
+    "date": "datetime64[ns]",
+    "store_id": object,
+    "item_id": object,
+    "units_sold": "int64",
+    "price": "float64",
+    "on_promo": bool,
+    "stock_on_hand": "int64",
 }
 
 
@@ -218,8 +224,7 @@ def _judge(rows: LandingRows, names: list[str], day: dt.date) -> _Judged:
         nothing = np.zeros(0, dtype=np.int64)
         return _Judged({}, nothing.astype(bool), nothing, nothing, [], table.select(others))
     columns = {
-        name: _judge_column(table.column(names.index(name)), name, day)
-        for name in LANDING_COLUMNS
+        name: _judge_column(table.column(names.index(name)), name, day) for name in LANDING_COLUMNS
     }
     bad = np.zeros(table.num_rows, dtype=bool)
     for column in columns.values():

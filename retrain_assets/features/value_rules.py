@@ -154,8 +154,12 @@ def promo_verdicts(words: list[str]) -> Verdicts:
     """`on_promo` must be one of 1/true/yes or 0/false/no, in any case."""
     lowered = [word.lower() for word in words]
     reasons = np.array(
-        ["" if word in TRUE_WORDS or word in FALSE_WORDS
-         else "on_promo: not one of 0/1/true/false" for word in lowered],
+        [
+            ""
+            if word in TRUE_WORDS or word in FALSE_WORDS
+            else "on_promo: not one of 0/1/true/false"
+            for word in lowered
+        ],
         dtype=object,
     )
     return Verdicts(np.array([word in TRUE_WORDS for word in lowered], dtype=bool), reasons)

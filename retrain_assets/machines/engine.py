@@ -83,6 +83,7 @@ def advance(
             return AdvanceResult(busy=True, pointer=None, steps=0)
         if current.terminal:
             return AdvanceResult(busy=False, pointer=current, steps=0)
+
         # Everything below runs under the row lock and commits together, history included.
         def record(p: store.Pointer, row: store.NewHistory) -> None:
             store.append_history(cur, p, row)
@@ -221,8 +222,13 @@ def _visit(
     """Run one visit, record it, and return the moved pointer and whether to stop (a yield)."""
     started = _now()
     context = Context(
-        machine=machine.name, customer=p.customer, run_key=p.run_key, state=p.state,
-        visit=visit, payload=MappingProxyType(dict(p.payload)), services=services,
+        machine=machine.name,
+        customer=p.customer,
+        run_key=p.run_key,
+        state=p.state,
+        visit=visit,
+        payload=MappingProxyType(dict(p.payload)),
+        services=services,
         known=MappingProxyType(known),
     )
     step = run_transition(state, context)
@@ -297,4 +303,3 @@ def _route(name: str, state: State, step: Step) -> tuple[str, bool]:
 
 def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
-

@@ -87,7 +87,8 @@ def repoint(
         )
         now = dt.datetime.now(dt.UTC)
         store.append_history(
-            cur, current,
+            cur,
+            current,
             store.NewHistory(current.state, 0, True, False, target, None, note, now, now),
         )
         return store.save_pointer(cur, moved)

@@ -130,12 +130,14 @@ def canary_step(weight: float) -> Callable[[Ctx], Step]:
         verdict = judge_step(seen, services.settings, waited)
         if verdict.kind == "wait":
             return Step.wait(verdict.reason, payload={"no_data_intervals": waited + 1})
-        services.writes.add(ctx.customer, _analysis_row(rollout_id, seen, verdict.kind == "pass",
-                                                        verdict.reason))
+        services.writes.add(
+            ctx.customer, _analysis_row(rollout_id, seen, verdict.kind == "pass", verdict.reason)
+        )
         if verdict.kind == "pass":
             passed = [*payload.get("passed_steps", []), ctx.state]
-            return Step.success(f"{ctx.state} passed: {verdict.reason}",
-                                payload={"passed_steps": passed})
+            return Step.success(
+                f"{ctx.state} passed: {verdict.reason}", payload={"passed_steps": passed}
+            )
         why = f"{ctx.state} analysis failed: {verdict.reason}"
         return Step.failure(why, branch="analysis failed", payload={"rollback_reason": why})
 
@@ -155,7 +157,10 @@ def _enter(ctx: Ctx, version: str, rollout_id: int, weight: float) -> Step:
     return Step.wait(
         f"canary version {version} gets {weight:.0%} of {ctx.customer}'s traffic",
         payload={
-            "step": ctx.state, "weight": weight, "canary_set": True, "no_data_intervals": 0,
+            "step": ctx.state,
+            "weight": weight,
+            "canary_set": True,
+            "no_data_intervals": 0,
             "step_started_at": services.clock().isoformat(),
         },
     )
@@ -163,10 +168,16 @@ def _enter(ctx: Ctx, version: str, rollout_id: int, weight: float) -> Step:
 
 def _analysis_row(rollout_id: int, seen: StepObservation, passed: bool, reason: str) -> AnalysisRow:
     return AnalysisRow(
-        rollout_id=rollout_id, step=seen.step, canary_requests=seen.canary_requests,
-        canary_errors=seen.canary_errors, canary_nonfinite=seen.canary_nonfinite,
-        rows_with_actuals=seen.rows_with_actuals, canary_wape=seen.canary_wape,
-        champion_wape=seen.champion_wape, passed=passed, reason=reason,
+        rollout_id=rollout_id,
+        step=seen.step,
+        canary_requests=seen.canary_requests,
+        canary_errors=seen.canary_errors,
+        canary_nonfinite=seen.canary_nonfinite,
+        rows_with_actuals=seen.rows_with_actuals,
+        canary_wape=seen.canary_wape,
+        champion_wape=seen.champion_wape,
+        passed=passed,
+        reason=reason,
     )
 
 
@@ -216,14 +227,21 @@ def rollout_machine(settings: RolloutSettings | None = None) -> Machine:
     names = canary_states(chosen)
     states: dict[str, Any] = {
         "START": State(
-            start, names[0], "START", may_yield=True, max_visits=RETRY_BUDGET,
+            start,
+            names[0],
+            "START",
+            may_yield=True,
+            max_visits=RETRY_BUDGET,
             branches={"first deployment": "PROMOTE", "aborted": "ROLLBACK"},
         ),
     }
     for index, (name, weight) in enumerate(zip(names, chosen.step_weights, strict=True)):
         following = names[index + 1] if index + 1 < len(names) else "PROMOTE"
         states[name] = State(
-            canary_step(weight), following, name, may_yield=True,
+            canary_step(weight),
+            following,
+            name,
+            may_yield=True,
             max_visits=chosen.canary_visit_budget,
             branches={"analysis failed": "ROLLBACK", "aborted": "ROLLBACK"},
         )

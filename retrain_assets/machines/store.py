@@ -211,24 +211,38 @@ def save_pointer(cur: psycopg2.extensions.cursor, p: Pointer) -> Pointer:
         " reason = %s, last_error = %s, updated_at = clock_timestamp()"
         f" WHERE machine = %s AND customer = %s RETURNING {_POINTER_COLUMNS}",
         (
-            p.state, p.status, Json(p.payload), Json(p.visits), p.reason, p.last_error,
-            p.machine, p.customer,
+            p.state,
+            p.status,
+            Json(p.payload),
+            Json(p.visits),
+            p.reason,
+            p.last_error,
+            p.machine,
+            p.customer,
         ),
     )
     return Pointer(*cur.fetchone())
 
 
-def append_history(
-    cur: psycopg2.extensions.cursor, p: Pointer, row: NewHistory
-) -> None:
+def append_history(cur: psycopg2.extensions.cursor, p: Pointer, row: NewHistory) -> None:
     """Append one history row for the pointer's run."""
     cur.execute(
         "INSERT INTO machine_history (machine, customer, run_key, state, visit, ok, yielded,"
         " next_state, error, note, started_at, finished_at)"
         " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
         (
-            p.machine, p.customer, p.run_key, row.state, row.visit, row.ok, row.yielded,
-            row.next_state, row.error, row.note, row.started_at, row.finished_at,
+            p.machine,
+            p.customer,
+            p.run_key,
+            row.state,
+            row.visit,
+            row.ok,
+            row.yielded,
+            row.next_state,
+            row.error,
+            row.note,
+            row.started_at,
+            row.finished_at,
         ),
     )
 
@@ -268,8 +282,18 @@ def append_histories(
         " next_state, error, note, started_at, finished_at) VALUES %s",
         [
             (
-                p.machine, p.customer, p.run_key, r.state, r.visit, r.ok, r.yielded,
-                r.next_state, r.error, r.note, r.started_at, r.finished_at,
+                p.machine,
+                p.customer,
+                p.run_key,
+                r.state,
+                r.visit,
+                r.ok,
+                r.yielded,
+                r.next_state,
+                r.error,
+                r.note,
+                r.started_at,
+                r.finished_at,
             )
             for p, r in rows
         ],
@@ -291,8 +315,14 @@ def save_pointers(cur: psycopg2.extensions.cursor, pointers: Sequence[Pointer]) 
         f" RETURNING {', '.join('m.' + c.strip() for c in _POINTER_COLUMNS.split(','))}",
         [
             (
-                p.machine, p.customer, p.state, p.status, Json(p.payload), Json(p.visits),
-                p.reason, p.last_error,
+                p.machine,
+                p.customer,
+                p.state,
+                p.status,
+                Json(p.payload),
+                Json(p.visits),
+                p.reason,
+                p.last_error,
             )
             for p in pointers
         ],

@@ -153,7 +153,9 @@ def training_machine(
         states={
             "INITIAL": State(check_spec, "CHECK_LAST_TRAIN", "FAILED"),
             "CHECK_LAST_TRAIN": State(
-                check_last_train, "SUBMIT_JOB", "SUBMIT_JOB",
+                check_last_train,
+                "SUBMIT_JOB",
+                "SUBMIT_JOB",
                 branches={
                     "candidate saved": AWAIT_GATE,
                     "remote succeeded": AWAIT_CANDIDATE,
@@ -162,19 +164,31 @@ def training_machine(
             ),
             "SUBMIT_JOB": State(submit_job, "POLL_JOB", "JOB_FAILED", max_visits=submit_budget),
             "POLL_JOB": State(
-                poll_job, AWAIT_CANDIDATE, "POLL_JOB", may_yield=True, max_visits=poll_budget,
+                poll_job,
+                AWAIT_CANDIDATE,
+                "POLL_JOB",
+                may_yield=True,
+                max_visits=poll_budget,
                 branches={"remote failed": "JOB_FAILED"},
             ),
             "JOB_FAILED": State(job_failed, "SUBMIT_JOB", "FAILED"),
             AWAIT_CANDIDATE: State(
-                waits_for_candidate, "DOWNLOAD_SAVE", AWAIT_CANDIDATE, may_yield=True,
-                max_visits=handoff_budget, branches={ATTEMPTS_SPENT: "FAILED"},
+                waits_for_candidate,
+                "DOWNLOAD_SAVE",
+                AWAIT_CANDIDATE,
+                may_yield=True,
+                max_visits=handoff_budget,
+                branches={ATTEMPTS_SPENT: "FAILED"},
             ),
             "DOWNLOAD_SAVE": State(
                 download_save, AWAIT_GATE, "DOWNLOAD_SAVE", max_visits=download_budget
             ),
             AWAIT_GATE: State(
-                waits_for_gate, "DONE", AWAIT_GATE, may_yield=True, max_visits=handoff_budget,
+                waits_for_gate,
+                "DONE",
+                AWAIT_GATE,
+                may_yield=True,
+                max_visits=handoff_budget,
                 branches={GATE_FAILED: "DONE", ATTEMPTS_SPENT: "FAILED"},
             ),
         },

@@ -83,17 +83,24 @@ def beats_champion(
         "reason": reason,
         "champion_version": (
             f"{model_name(customer)} v{chosen.champion_version}"
-            if chosen.champion_version else "none"
+            if chosen.champion_version
+            else "none"
         ),
     }
     record_gate_result(
         db_url,
         GateResult(
-            run_key=key, customer=customer, passed=verdict.passed,
-            candidate_wape=verdict.candidate_wape, reference_wape=verdict.reference_wape,
-            reference=verdict.reference, champion_version=chosen.champion_version,
-            margin=margin, holdout_window=str(shown["holdout_window"]),
-            rows_scored=int(shown["rows_scored"]), reason=reason,
+            run_key=key,
+            customer=customer,
+            passed=verdict.passed,
+            candidate_wape=verdict.candidate_wape,
+            reference_wape=verdict.reference_wape,
+            reference=verdict.reference,
+            champion_version=chosen.champion_version,
+            margin=margin,
+            holdout_window=str(shown["holdout_window"]),
+            rows_scored=int(shown["rows_scored"]),
+            reason=reason,
             dagster_run_id=context.run.run_id,
             reference_version=chosen.model.version if chosen.model else None,
         ),
@@ -138,7 +145,10 @@ def _log_to_mlflow(
     metrics = {
         "gate_passed": 1.0 if passed else 0.0,
         # an unscorable forecast's NaN is not logged; the reason says why
-        **{name: value for name, value in scores.items()
-           if isinstance(value, float) and math.isfinite(value)},
+        **{
+            name: value
+            for name, value in scores.items()
+            if isinstance(value, float) and math.isfinite(value)
+        },
     }
     registry.log_metrics(registry.candidate_run(customer, key), metrics)

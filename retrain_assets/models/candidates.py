@@ -63,8 +63,9 @@ class CandidateTable:
         with target.open("wb") as handle:
             handle.write(artifact.path.read_bytes())
         (folder / "candidate.json").write_text(
-            json.dumps({"sha256": artifact.sha256, "job_id": artifact.job_id,
-                        "metrics": artifact.metrics})
+            json.dumps(
+                {"sha256": artifact.sha256, "job_id": artifact.job_id, "metrics": artifact.metrics}
+            )
         )
         with transaction(self.db_url) as cur:
             cur.execute(
@@ -72,8 +73,14 @@ class CandidateTable:
                 INSERT INTO model_candidates (run_key, customer, job_id, sha256, path, metrics)
                 VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (run_key) DO NOTHING
                 """,
-                (run_key, customer, artifact.job_id, artifact.sha256, str(target),
-                 Json(artifact.metrics)),
+                (
+                    run_key,
+                    customer,
+                    artifact.job_id,
+                    artifact.sha256,
+                    str(target),
+                    Json(artifact.metrics),
+                ),
             )
 
     def count_for(self, run_key: str) -> int:

@@ -58,8 +58,14 @@ def challenger_beats_champion_now(
     window = recent_window(url, customer, challenger.run_key, settings.check_days)
     rows = window_rows(partition_storage.store(), customer, window)
     if champion_version == challenger.version:
-        verdict = Verdict(False, math.nan, math.nan, challenger.label, settings.deploy_margin,
-                          f"{challenger.label} is already the champion: nothing to deploy")
+        verdict = Verdict(
+            False,
+            math.nan,
+            math.nan,
+            challenger.label,
+            settings.deploy_margin,
+            f"{challenger.label} is already the champion: nothing to deploy",
+        )
         shown: dict[str, object] = {"reason": verdict.reason}
     else:
         booster = registry.load_version(customer, challenger.version)
@@ -72,18 +78,30 @@ def challenger_beats_champion_now(
                 CHAMPION,
                 champion_version,
             )
-        outcome = evaluate(rows, lambda frame: booster.predict(frame[MODEL_FEATURES]), champion,
-                           settings.deploy_margin)
+        outcome = evaluate(
+            rows,
+            lambda frame: booster.predict(frame[MODEL_FEATURES]),
+            champion,
+            settings.deploy_margin,
+        )
         verdict, shown = outcome.verdict, outcome.metadata
     gate_result_id = record_gate_result(
         url,
         GateResult(
-            run_key=challenger.run_key, customer=customer, passed=verdict.passed,
-            candidate_wape=verdict.candidate_wape, reference_wape=verdict.reference_wape,
-            reference=verdict.reference, champion_version=champion_version,
-            margin=settings.deploy_margin, holdout_window=window.span, rows_scored=len(rows),
-            reason=verdict.reason, dagster_run_id=context.run.run_id,
-            reference_version=champion_version, gate=CHECK_NAME,
+            run_key=challenger.run_key,
+            customer=customer,
+            passed=verdict.passed,
+            candidate_wape=verdict.candidate_wape,
+            reference_wape=verdict.reference_wape,
+            reference=verdict.reference,
+            champion_version=champion_version,
+            margin=settings.deploy_margin,
+            holdout_window=window.span,
+            rows_scored=len(rows),
+            reason=verdict.reason,
+            dagster_run_id=context.run.run_id,
+            reference_version=champion_version,
+            gate=CHECK_NAME,
             model_version=challenger.version,
         ),
     )
@@ -110,17 +128,23 @@ def _log_scores(
     tracking: MlFlow, version: str, champion: str | None, verdict: Verdict, rows: int
 ) -> None:
     """Log the deploy-time scores into the deployment's MLflow run."""
-    tracking.set_tags({
-        "challenger_version": version,
-        "champion_version": champion or "none",
-        "deploy_check": "passed" if verdict.passed else "failed",
-        "deploy_check_reason": verdict.reason[:5000],
-    })
-    scores = {"check_challenger_wape": verdict.candidate_wape,
-              "check_reference_wape": verdict.reference_wape}
-    tracking.log_metrics({
-        "check_passed": 1.0 if verdict.passed else 0.0,
-        "check_rows_scored": float(rows),
-        # an unscorable forecast's NaN is not logged; the reason says why
-        **{k: float(v) for k, v in scores.items() if math.isfinite(v)},
-    })
+    tracking.set_tags(
+        {
+            "challenger_version": version,
+            "champion_version": champion or "none",
+            "deploy_check": "passed" if verdict.passed else "failed",
+            "deploy_check_reason": verdict.reason[:5000],
+        }
+    )
+    scores = {
+        "check_challenger_wape": verdict.candidate_wape,
+        "check_reference_wape": verdict.reference_wape,
+    }
+    tracking.log_metrics(
+        {
+            "check_passed": 1.0 if verdict.passed else 0.0,
+            "check_rows_scored": float(rows),
+            # an unscorable forecast's NaN is not logged; the reason says why
+            **{k: float(v) for k, v in scores.items() if math.isfinite(v)},
+        }
+    )

@@ -10,7 +10,6 @@ rest. Run without the check, it refuses unless the version has a recent recorded
 the current champion (Dagster blocks downstream of a failed check only inside one run).
 """
 
-
 import datetime as dt
 
 import dagster as dg
@@ -93,8 +92,8 @@ def deployed_model(
     verdict = _usable_verdict(url, challenger, champion, run, settings)
     who = f"auto_deploy via {AUTO_SENSOR}" if auto else run.tags.get(USER_TAG) or MANUAL_BY
     reason = config.reason or (
-        f"auto_deploy is on for {customer}: {challenger.label} passed registration and "
-        f"{CHECK_NAME}" if auto
+        f"auto_deploy is on for {customer}: {challenger.label} passed registration and {CHECK_NAME}"
+        if auto
         else f"deployed_model materialized for {customer} (run {run.run_id})"
     )
     mlflow_run_id = active_run_id(deployment_mlflow)
@@ -102,9 +101,14 @@ def deployed_model(
         started = start_deployment(
             url,
             DeploymentRequest(
-                customer=customer, version=challenger.version, run_key=challenger.run_key,
-                decided_by=who, reason=reason, gate_result_id=_row_id(verdict),
-                previous_champion=champion, dagster_run_id=run.run_id,
+                customer=customer,
+                version=challenger.version,
+                run_key=challenger.run_key,
+                decided_by=who,
+                reason=reason,
+                gate_result_id=_row_id(verdict),
+                previous_champion=champion,
+                dagster_run_id=run.run_id,
                 mlflow_run_id=mlflow_run_id,
             ),
             lineage(run),
@@ -113,11 +117,16 @@ def deployed_model(
     except DeploymentRefused as err:
         raise DeploymentNotAllowed(str(err)) from err
     decision = started.decision
-    deployment_mlflow.set_tags({
-        "deployment_decision": str(decision.id), "rollout_id": str(started.rollout.id),
-        "version": decision.version, "run_key": decision.run_key,
-        "decided_by": decision.decided_by, "previous_champion": champion or "none",
-    })
+    deployment_mlflow.set_tags(
+        {
+            "deployment_decision": str(decision.id),
+            "rollout_id": str(started.rollout.id),
+            "version": decision.version,
+            "run_key": decision.run_key,
+            "decided_by": decision.decided_by,
+            "previous_champion": champion or "none",
+        }
+    )
     report = advance_rollouts(
         url, registry, partition_storage.store(), customers=[customer], settings=settings
     )
@@ -127,8 +136,17 @@ def deployed_model(
         f"(replacing {champion or 'no champion'}); rollout {started.rollout.id} in {state}"
     )
     return dg.MaterializeResult(
-        metadata=_lineage(context, decision, started.rollout.id, challenger, verdict, url,
-                          state, mlflow_run_id, started.new),
+        metadata=_lineage(
+            context,
+            decision,
+            started.rollout.id,
+            challenger,
+            verdict,
+            url,
+            state,
+            mlflow_run_id,
+            started.new,
+        ),
         data_version=dg.DataVersion(decision.rollout_key),
         tags={"retrain/deployment_decision": str(decision.id)},
     )
@@ -148,8 +166,10 @@ def _usable_verdict(
     """
     verdict = latest_version_verdict(url, challenger.customer, challenger.version, CHECK_NAME)
     refuse = f"refusing to deploy {challenger.label}: "
-    how = (f"launch the deploy_model job for {challenger.customer} (it runs {CHECK_NAME} "
-           "before deployed_model)")
+    how = (
+        f"launch the deploy_model job for {challenger.customer} (it runs {CHECK_NAME} "
+        "before deployed_model)"
+    )
     if verdict is None:
         raise DeploymentNotAllowed(refuse + f"{CHECK_NAME} never evaluated it; {how}")
     if not verdict.passed:
@@ -212,13 +232,15 @@ def _lineage(
         "rollout_id": rollout_id,
         "rollout_state": state,
         "snapshot": dg.MetadataValue.json(
-            snapshot if isinstance(snapshot, dict)
+            snapshot
+            if isinstance(snapshot, dict)
             else {"note": "no training_job materialization with this run key"}
         ),
         "training_decision_id": str(training.get("decision_id", "unknown")),
         "gate_beats_champion": (
             f"{'passed' if registration.passed else 'failed'}: {registration.reason}"
-            if registration else "no registration verdict recorded for this run key"
+            if registration
+            else "no registration verdict recorded for this run key"
         ),
         f"gate_{CHECK_NAME}": f"passed: {verdict.reason} (gate_results {verdict.id})",
         "mlflow_run_id": mlflow_run_id,

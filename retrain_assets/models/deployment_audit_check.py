@@ -30,9 +30,7 @@ def deployments_match_decisions(
 ) -> dg.AssetCheckResult:
     """Audit this customer's deployments."""
     customer = context.partition_key
-    problems = audit_deployments(
-        project_db.connection_url(), mlflow_registry.registry(), customer
-    )
+    problems = audit_deployments(project_db.connection_url(), mlflow_registry.registry(), customer)
     return dg.AssetCheckResult(
         passed=not problems,
         description="; ".join(p.message for p in problems)

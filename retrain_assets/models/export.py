@@ -16,8 +16,15 @@ from retrain_assets.models.snapshot_ref import SnapshotRef
 from retrain_assets.settings import storage_root
 
 MODEL_FEATURES = [
-    "lag_7", "lag_14", "lag_28", "rolling_mean_7", "rolling_mean_28",
-    "day_of_week", "is_holiday", "on_promo", "price",
+    "lag_7",
+    "lag_14",
+    "lag_28",
+    "rolling_mean_7",
+    "rolling_mean_28",
+    "day_of_week",
+    "is_holiday",
+    "on_promo",
+    "price",
 ]
 LABEL = "units_sold"
 

@@ -16,9 +16,7 @@ from matplotlib.figure import Figure
 from retrain_assets.models.export import LABEL
 
 
-def forecast_plot_png(
-    holdout: pd.DataFrame, forecasts: dict[str, np.ndarray], title: str
-) -> bytes:
+def forecast_plot_png(holdout: pd.DataFrame, forecasts: dict[str, np.ndarray], title: str) -> bytes:
     """Return a PNG of the daily totals of actual demand and of each named forecast."""
     daily = pd.DataFrame({"date": holdout["date"], "actual": holdout[LABEL].astype(float)})
     for name, values in forecasts.items():

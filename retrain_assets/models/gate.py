@@ -62,8 +62,14 @@ def evaluate(
     try:
         candidate_wape = wape(actual, candidate(holdout))
     except InvalidForecast as err:
-        verdict = Verdict(False, float("nan"), reference_wape, reference, margin,
-                          f"candidate forecasts cannot be scored: {err}")
+        verdict = Verdict(
+            False,
+            float("nan"),
+            reference_wape,
+            reference,
+            margin,
+            f"candidate forecasts cannot be scored: {err}",
+        )
     else:
         verdict = judge(candidate_wape, reference_wape, reference, margin)
     days = holdout["date"]

@@ -56,20 +56,27 @@ def record_gate_result(url: str, result: GateResult) -> int:
             f"INSERT INTO gate_results ({_COLUMNS}, gate, model_version) VALUES"
             " (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
             (
-                result.run_key, result.customer, result.passed,
-                _finite(result.candidate_wape), _finite(result.reference_wape),
-                result.reference, result.champion_version, result.margin,
-                result.holdout_window, result.rows_scored, result.reason,
-                result.dagster_run_id, result.reference_version, result.gate,
+                result.run_key,
+                result.customer,
+                result.passed,
+                _finite(result.candidate_wape),
+                _finite(result.reference_wape),
+                result.reference,
+                result.champion_version,
+                result.margin,
+                result.holdout_window,
+                result.rows_scored,
+                result.reason,
+                result.dagster_run_id,
+                result.reference_version,
+                result.gate,
                 result.model_version,
             ),
         )
         return int(cur.fetchone()[0])
 
 
-def latest_gate_result(
-    url: str, run_key: str, gate: str = "beats_champion"
-) -> GateResult | None:
+def latest_gate_result(url: str, run_key: str, gate: str = "beats_champion") -> GateResult | None:
     """Return the latest verdict of one gate for a run key, or None when it never evaluated it.
 
     Each gate keeps its own verdicts: a deploy-time failure of a registered version says
@@ -85,9 +92,7 @@ def latest_gate_result(
     return GateResult(*row) if row else None
 
 
-def latest_version_verdict(
-    url: str, customer: str, version: str, gate: str
-) -> GateResult | None:
+def latest_version_verdict(url: str, customer: str, version: str, gate: str) -> GateResult | None:
     """Return the latest verdict of one gate for a registered version of a customer's model."""
     with transaction(url) as cur:
         cur.execute(

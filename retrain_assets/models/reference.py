@@ -34,8 +34,10 @@ class ChosenReference:
 def choose_reference(registry: MlflowRegistry, customer: str, run_key: str) -> ChosenReference:
     """Return the customer's reference for the candidate of `run_key`, loaded from the registry."""
     champion = registry.aliased_version(customer, CHAMPION)
-    for alias, version in ((CHAMPION, champion),
-                           (CHALLENGER, registry.aliased_version(customer, CHALLENGER))):
+    for alias, version in (
+        (CHAMPION, champion),
+        (CHALLENGER, registry.aliased_version(customer, CHALLENGER)),
+    ):
         if version is None or version.tags.get(RUN_KEY_TAG) == run_key:
             continue
         booster = registry.load_version(customer, str(version.version))

@@ -47,10 +47,11 @@ def code_commit() -> str:
     try:
         head = subprocess.run(
             ["git", "-C", str(root), "rev-parse", "HEAD"],
-            capture_output=True, text=True, check=True, timeout=10,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=10,
         ).stdout.strip()
     except (OSError, subprocess.SubprocessError) as err:
-        raise RuntimeError(
-            f"cannot tell the code commit: set RETRAIN_CODE_COMMIT ({err})"
-        ) from err
+        raise RuntimeError(f"cannot tell the code commit: set RETRAIN_CODE_COMMIT ({err})") from err
     return head

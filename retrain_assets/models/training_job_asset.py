@@ -67,8 +67,10 @@ class TrainingJobConfig(dg.Config):
         return {
             "holdout_days": self.holdout_days,
             "params": {
-                "num_boost_round": self.num_boost_round, "learning_rate": self.learning_rate,
-                "num_leaves": self.num_leaves, "min_data_in_leaf": self.min_data_in_leaf,
+                "num_boost_round": self.num_boost_round,
+                "learning_rate": self.learning_rate,
+                "num_leaves": self.num_leaves,
+                "min_data_in_leaf": self.min_data_in_leaf,
                 "seed": self.seed,
             },
             "features": MODEL_FEATURES,
@@ -100,19 +102,23 @@ def training_job(
         requested = (config.first_day, config.last_day, config.data_versions)
         decision = claim_for_run(db_url, customer, config.decision_id, requested, context.run)
         chosen = decision.snapshot
-        ref = resolve_snapshot(
-            db_url, chosen.first_day, chosen.last_day, chosen.data_versions, 90
-        )
+        ref = resolve_snapshot(db_url, chosen.first_day, chosen.last_day, chosen.data_versions, 90)
     elif config.first_day or config.last_day or config.data_versions:
         ref = resolve_snapshot(
-            db_url, _day(config.first_day), _day(config.last_day),
-            config.data_versions or None, 90,
+            db_url,
+            _day(config.first_day),
+            _day(config.last_day),
+            config.data_versions or None,
+            90,
         )
     else:  # no snapshot named: the one the policy would choose for this customer now
         ref = policy_window(db_url, customer)
     key = run_key(ref.sha_for(customer), FEATURE_VERSION, config.training_config(), code_commit())
     exported = export_customer(
-        partition_storage.store(), customer, ref, config.holdout_days,
+        partition_storage.store(),
+        customer,
+        ref,
+        config.holdout_days,
         export_folder(customer, key),
     )
     spec = {

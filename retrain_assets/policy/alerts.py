@@ -61,8 +61,13 @@ def raise_alert(
             RETURNING {_COLUMNS}
             """,
             (
-                customer, decision_id, drift.feature, drift.value, threshold,
-                drift.recent_first, drift.recent_last,
+                customer,
+                decision_id,
+                drift.feature,
+                drift.value,
+                threshold,
+                drift.recent_first,
+                drift.recent_last,
             ),
         )
         row = cur.fetchone()

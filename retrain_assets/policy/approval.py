@@ -55,7 +55,10 @@ def approve_drift(context: dg.OpExecutionContext, project_db: ProjectDatabase) -
     """Approve the partition's customer: one drift decision, which the sensor then launches."""
     who = context.run.tags.get(USER_TAG) or APPROVED_BY
     decision = approve(
-        project_db.connection_url(), context.instance, customer_of(context), who,
+        project_db.connection_url(),
+        context.instance,
+        customer_of(context),
+        who,
         context.run.run_id,
     )
     context.log.info(

@@ -78,8 +78,15 @@ def record_decision(
                 VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING {_COLUMNS}
                 """,
                 (
-                    customer, policy, reason, ref.first_day, ref.last_day,
-                    Json(ref.data_versions), ref.sha_for(customer), decided_by, Json(details or {}),
+                    customer,
+                    policy,
+                    reason,
+                    ref.first_day,
+                    ref.last_day,
+                    Json(ref.data_versions),
+                    ref.sha_for(customer),
+                    decided_by,
+                    Json(details or {}),
                     dagster_run_id,
                 ),
             )

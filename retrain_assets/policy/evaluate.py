@@ -97,7 +97,9 @@ def evaluate(
             f"{APPROVAL_JOB} for {customer}; {status}"
         )
         return Outcome(
-            "alert", reason, drift=drift,
+            "alert",
+            reason,
+            drift=drift,
             details={"decision_id": last.id, "threshold": settings.drift_threshold},
         )
     return Outcome(

@@ -26,9 +26,7 @@ def history_days(published: Published, customer: str) -> int:
 
 def new_rows(published: Published, customer: str, after: dt.date) -> tuple[int, int]:
     """Return (rows, days) of the customer's data published for days after `after`."""
-    counts = [
-        r.rows_per_customer.get(customer, 0) for day, r in published.items() if day > after
-    ]
+    counts = [r.rows_per_customer.get(customer, 0) for day, r in published.items() if day > after]
     return sum(counts), sum(1 for c in counts if c > 0)
 
 

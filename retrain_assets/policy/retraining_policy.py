@@ -114,8 +114,14 @@ def retraining_policy(
         choice = settings.get(customer, DEFAULTS)
         try:
             outcome = evaluate(
-                customer, choice, published, latest.get(customer), alerts.get(customer),
-                busy.get(customer), now, drift_of,
+                customer,
+                choice,
+                published,
+                latest.get(customer),
+                alerts.get(customer),
+                busy.get(customer),
+                now,
+                drift_of,
             )
             line = _act(context, url, customer, outcome, published, choice.window_days, requests)
         except Exception as err:  # one customer's failure must not stop the others' decisions
@@ -128,7 +134,7 @@ def retraining_policy(
         f"{saved} new drift baseline(s)"
     )
     for start in range(0, len(reasons), REASONS_PER_LOG_LINE):
-        shown_here = reasons[start:start + REASONS_PER_LOG_LINE]
+        shown_here = reasons[start : start + REASONS_PER_LOG_LINE]
         context.log.info(
             f"customers {start + 1}-{start + len(shown_here)} of {len(reasons)}: "
             + "; ".join(shown_here)
@@ -179,7 +185,10 @@ def _act(
     """Carry out one outcome; return the line that says what happened."""
     if outcome.action == "alert" and outcome.drift is not None:
         alert = raise_alert(
-            url, customer, int(outcome.details["decision_id"]), outcome.drift,
+            url,
+            customer,
+            int(outcome.details["decision_id"]),
+            outcome.drift,
             float(outcome.details["threshold"]),
         )
         context.log.warning(f"{customer}: drift alert {alert.id}: {outcome.reason}")

@@ -28,9 +28,9 @@ MANUAL_BY = "manual via the Dagster UI"
 def lineage(run: dg.DagsterRun) -> set[str]:
     """Return the ids of the runs this one re-executes (parent and root), if any."""
     return {
-        run_id for run_id in (
-            run.tags.get("dagster/parent_run_id"), run.tags.get("dagster/root_run_id")
-        ) if run_id
+        run_id
+        for run_id in (run.tags.get("dagster/parent_run_id"), run.tags.get("dagster/root_run_id"))
+        if run_id
     }
 
 

@@ -115,11 +115,11 @@ def set_settings(
         columns = list(typed)
         cur.execute(
             f"""
-            INSERT INTO retraining_settings (customer, updated_by, {', '.join(columns)})
-            VALUES (%s, %s, {', '.join(['%s'] * len(columns))})
+            INSERT INTO retraining_settings (customer, updated_by, {", ".join(columns)})
+            VALUES (%s, %s, {", ".join(["%s"] * len(columns))})
             ON CONFLICT (customer) DO UPDATE SET updated_by = EXCLUDED.updated_by,
                 updated_at = clock_timestamp(),
-                {', '.join(f'{c} = EXCLUDED.{c}' for c in columns)}
+                {", ".join(f"{c} = EXCLUDED.{c}" for c in columns)}
             """,
             (customer, updated_by, *typed.values()),
         )

@@ -41,9 +41,7 @@ def run_assets(instance: dg.DagsterInstance, run: dg.DagsterRun) -> frozenset[st
     )
 
 
-def publishing_work(
-    instance: dg.DagsterInstance, unfinished: Sequence[dg.DagsterRun]
-) -> list[str]:
+def publishing_work(instance: dg.DagsterInstance, unfinished: Sequence[dg.DagsterRun]) -> list[str]:
     """Describe every unfinished run and pending backfill that publishes feature days.
 
     `unfinished` are the runs that are queued or in progress (the caller's one query). A

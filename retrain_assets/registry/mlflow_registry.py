@@ -364,9 +364,7 @@ class MlflowRegistry:
         if CANARY in self.aliases(customer):
             self.client.delete_registered_model_alias(model_name(customer), CANARY)
 
-    def promote(
-        self, customer: str, version: str, previous: str | None, decision_id: int
-    ) -> None:
+    def promote(self, customer: str, version: str, previous: str | None, decision_id: int) -> None:
         """Make `version` the champion for a deployment decision; repeating it changes nothing.
 
         The old champion keeps alias `previous`; the version is tagged with the decision
@@ -427,10 +425,8 @@ class MlflowRegistry:
         `demand_forecast.*`, or at one customer's experiment and model.
         """
         problems: list[Problem] = []
-        pattern = (experiment_name(customer) if customer else EXPERIMENT_PREFIX + "%")
-        experiments = self.client.search_experiments(
-            filter_string=f"name LIKE {_quoted(pattern)}"
-        )
+        pattern = experiment_name(customer) if customer else EXPERIMENT_PREFIX + "%"
+        experiments = self.client.search_experiments(filter_string=f"name LIKE {_quoted(pattern)}")
         for experiment in experiments:
             runs = _all_pages(
                 lambda token, eid=experiment.experiment_id: self.client.search_runs(

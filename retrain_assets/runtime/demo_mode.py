@@ -81,8 +81,10 @@ def start_demo(requested: bool, app_db_url: str, say: Callable[[str], None]) -> 
     marker = retrain_home() / MARKER
     landed = seed_if_empty(landing_root())
     for spec, days in landed:
-        say(f"landed demo tenant {spec.name} ({spec.country}): {len(days)} day(s) "
-            f"{days[0]} .. {days[-1]}")
+        say(
+            f"landed demo tenant {spec.name} ({spec.country}): {len(days)} day(s) "
+            f"{days[0]} .. {days[-1]}"
+        )
         register_customer(app_db_url, spec.name, spec.country, DEMO_BY)
         if spec.name in DEMO_POLICY:
             set_settings(app_db_url, spec.name, DEMO_POLICY[spec.name], DEMO_BY)

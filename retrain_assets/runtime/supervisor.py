@@ -153,9 +153,7 @@ class Supervisor:
                 child.restart_at = None
                 say(f"restarted {child.spec.name} (pid {child.process.pid})")
 
-    def _note_crash(
-        self, child: Child, code: int, now: float, say: Callable[[str], None]
-    ) -> None:
+    def _note_crash(self, child: Child, code: int, now: float, say: Callable[[str], None]) -> None:
         policy = self.restarts
         child.crashes = [t for t in child.crashes if now - t < policy.window] + [now]
         what = f"{child.spec.name} {_exit_description(code)}"

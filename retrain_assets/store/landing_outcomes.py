@@ -40,8 +40,15 @@ def record_outcomes(url: str, day: dt.date, outcomes: Iterable[FileOutcome], run
     rows, problems = [], []
     for outcome in outcomes:
         rows += [
-            (day, outcome.customer, outcome.file, q.line, q.reason, Json(storable_raw(q.raw)),
-             run_id)
+            (
+                day,
+                outcome.customer,
+                outcome.file,
+                q.line,
+                q.reason,
+                Json(storable_raw(q.raw)),
+                run_id,
+            )
             for q in outcome.quarantined
         ]
         problems += [

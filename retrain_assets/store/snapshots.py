@@ -37,8 +37,13 @@ _INSERT = """
 
 def _values(record: SnapshotRecord) -> tuple:
     return (
-        record.partition_date, record.data_version, record.feature_version,
-        Json(record.rows_per_customer), record.from_backfill, record.backfill_id, record.run_id,
+        record.partition_date,
+        record.data_version,
+        record.feature_version,
+        Json(record.rows_per_customer),
+        record.from_backfill,
+        record.backfill_id,
+        record.run_id,
     )
 
 

@@ -26,8 +26,12 @@ from retrain_assets_tests.deployment.contract import Predict, serve_rows
 
 DAYS = [dt.date(2026, 3, 1) + dt.timedelta(days=i) for i in range(5)]
 SETTINGS = RolloutSettings(
-    interval_seconds=1, step_seconds=60, min_predictions=20, min_actuals=20,
-    max_no_data_intervals=3, max_error_rate=0.05,
+    interval_seconds=1,
+    step_seconds=60,
+    min_predictions=20,
+    min_actuals=20,
+    max_no_data_intervals=3,
+    max_error_rate=0.05,
 )
 
 
@@ -102,24 +106,39 @@ class RolloutWorld:
 
     def deploy(self, customer: str, version: str, champion: str | None) -> StartedDeployment:
         """Record a passing deploy-time verdict and start the rollout, as deployed_model does."""
-        verdict = record_gate_result(self.db, GateResult(
-            run_key=f"rk-{version}", customer=customer, passed=True, candidate_wape=0.3,
-            reference_wape=0.4, reference="champion", champion_version=champion, margin=0.0,
-            holdout_window="-", rows_scored=10, reason="passes",
-            gate="challenger_beats_champion_now", model_version=version,
-        ))
+        verdict = record_gate_result(
+            self.db,
+            GateResult(
+                run_key=f"rk-{version}",
+                customer=customer,
+                passed=True,
+                candidate_wape=0.3,
+                reference_wape=0.4,
+                reference="champion",
+                champion_version=champion,
+                margin=0.0,
+                holdout_window="-",
+                rows_scored=10,
+                reason="passes",
+                gate="challenger_beats_champion_now",
+                model_version=version,
+            ),
+        )
         request = DeploymentRequest(
-            customer=customer, version=version, run_key=f"rk-{version}", decided_by="tester",
-            reason="test", gate_result_id=verdict, previous_champion=champion,
+            customer=customer,
+            version=version,
+            run_key=f"rk-{version}",
+            decided_by="tester",
+            reason="test",
+            gate_result_id=verdict,
+            previous_champion=champion,
             dagster_run_id=f"run-{customer}-{version}-{self.clock.now.timestamp()}",
         )
         return start_deployment(self.db, request, set(), rollout_machine(self.settings))
 
     def advance(self, **kwargs) -> TickReport:
         kwargs.setdefault("settings", self.settings)
-        return advance_rollouts(
-            self.db, self.registry, self.features, clock=self.clock, **kwargs
-        )
+        return advance_rollouts(self.db, self.registry, self.features, clock=self.clock, **kwargs)
 
     def serve(self, customer: str, models: dict[str, Predict], days: list[dt.date] = DAYS) -> int:
         keys = [(s, i, d) for d in days for s, i in self.series(customer)]
@@ -147,13 +166,15 @@ def write_feature_days(
         for customer in customers:
             n = stores * items
             sold = units(rng, n) if units else rng.integers(1, 30, n)
-            frame = pd.DataFrame({
-                "customer": customer,
-                "store_id": [f"S{s:03d}" for s in range(stores) for _ in range(items)],
-                "item_id": [f"I{i:04d}" for _ in range(stores) for i in range(items)],
-                "date": pd.Timestamp(day),
-                "units_sold": sold.astype(float),
-            })
+            frame = pd.DataFrame(
+                {
+                    "customer": customer,
+                    "store_id": [f"S{s:03d}" for s in range(stores) for _ in range(items)],
+                    "item_id": [f"I{i:04d}" for _ in range(stores) for i in range(items)],
+                    "date": pd.Timestamp(day),
+                    "units_sold": sold.astype(float),
+                }
+            )
             frames.append(frame)
             for row in frame.itertuples():
                 actuals[(customer, row.store_id, row.item_id, day)] = float(row.units_sold)
@@ -177,8 +198,10 @@ REGISTRY_TENANT = "delta-us"
 REGISTRY_START = dt.date(2025, 1, 1)
 REGISTRY_DAYS = 60
 FAST_ROLLOUT = {
-    "RETRAIN_ROLLOUT_STEP_SECONDS": "0", "RETRAIN_ROLLOUT_MIN_PREDICTIONS": "20",
-    "RETRAIN_ROLLOUT_MIN_ACTUALS": "20", "RETRAIN_DEPLOY_CHECK_DAYS": "7",
+    "RETRAIN_ROLLOUT_STEP_SECONDS": "0",
+    "RETRAIN_ROLLOUT_MIN_PREDICTIONS": "20",
+    "RETRAIN_ROLLOUT_MIN_ACTUALS": "20",
+    "RETRAIN_DEPLOY_CHECK_DAYS": "7",
 }
 
 
@@ -205,8 +228,13 @@ class RegistryWorld:
         frame = ParquetPartitionStore(storage_root()).read("store_day_features", days)
         return frame[frame["customer"] == self.customer].reset_index(drop=True)
 
-    def register(self, run_key: str, rounds: int, train_days: tuple[int, int] = (28, 52),
-                 label_factor: float = 1.0) -> str:
+    def register(
+        self,
+        run_key: str,
+        rounds: int,
+        train_days: tuple[int, int] = (28, 52),
+        label_factor: float = 1.0,
+    ) -> str:
         """Train a LightGBM model here and register it (alias challenger); return its version."""
         import lightgbm
 
@@ -214,15 +242,22 @@ class RegistryWorld:
 
         frame = self.frame(*train_days)
         booster = lightgbm.train(
-            {"objective": "regression", "num_leaves": 15, "learning_rate": 0.1, "verbose": -1,
-             "seed": 3, "min_data_in_leaf": 5},
+            {
+                "objective": "regression",
+                "num_leaves": 15,
+                "learning_rate": 0.1,
+                "verbose": -1,
+                "seed": 3,
+                "min_data_in_leaf": 5,
+            },
             lightgbm.Dataset(frame[MODEL_FEATURES], label=frame[LABEL] * label_factor),
             num_boost_round=rounds,
         )
         registry = self.registry()
         run_id = registry.candidate_run(self.customer, run_key)
-        registry.log_candidate(run_id, booster, {"rounds": float(rounds)},
-                               frame[MODEL_FEATURES].head(20))
+        registry.log_candidate(
+            run_id, booster, {"rounds": float(rounds)}, frame[MODEL_FEATURES].head(20)
+        )
         return registry.register(self.customer, run_key, run_id)
 
     def run(self, job: str | None = None, assets: list[str] | None = None, tags=None):
@@ -238,8 +273,11 @@ class RegistryWorld:
             definition = defs.resolve_implicit_job_def_def_for_assets(keys)
             selection = keys
         return definition.execute_in_process(
-            instance=self.instance, partition_key=self.customer, asset_selection=selection,
-            tags=tags or {}, raise_on_error=False,
+            instance=self.instance,
+            partition_key=self.customer,
+            asset_selection=selection,
+            tags=tags or {},
+            raise_on_error=False,
         )
 
 
@@ -258,8 +296,11 @@ def registry_world(
     home = tmp_path / "home"
     customer = f"{REGISTRY_TENANT}-{uuid.uuid4().hex[:8]}"  # MLflow is shared by the session
     spec = TenantSpec(customer, "US", stores=3, items=5, seed=4)
-    land_tenant(str(home / "landing"), spec,
-                [REGISTRY_START + dt.timedelta(days=i) for i in range(REGISTRY_DAYS)])
+    land_tenant(
+        str(home / "landing"),
+        spec,
+        [REGISTRY_START + dt.timedelta(days=i) for i in range(REGISTRY_DAYS)],
+    )
     monkeypatch.setenv("RETRAIN_HOME", str(home))
     monkeypatch.setenv("RETRAIN_APP_PG_URL", app_db)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_uri)
@@ -274,10 +315,16 @@ def registry_world(
     with dg.instance_for_test(overrides=overrides) as instance:
         instance.add_dynamic_partitions(CUSTOMERS.name, [customer])
         last = (REGISTRY_START + dt.timedelta(days=REGISTRY_DAYS - 1)).isoformat()
-        result = build_definitions().resolve_job_def(FEATURES_JOB).execute_in_process(
-            instance=instance,
-            tags={"dagster/asset_partition_range_start": REGISTRY_START.isoformat(),
-                  "dagster/asset_partition_range_end": last},
+        result = (
+            build_definitions()
+            .resolve_job_def(FEATURES_JOB)
+            .execute_in_process(
+                instance=instance,
+                tags={
+                    "dagster/asset_partition_range_start": REGISTRY_START.isoformat(),
+                    "dagster/asset_partition_range_end": last,
+                },
+            )
         )
         assert result.success
         yield RegistryWorld(instance, app_db, mlflow_uri, home, customer)

@@ -51,13 +51,55 @@ def serve_rows(
             goes_to_canary = canary is not None and bucket(customer, key) < weight
             if goes_to_canary:
                 to_canary += 1
-                rows.append(_row(customer, canary, "canary", True, key, store, item, day,
-                                 models[canary], rollout_id, step, at))
-                rows.append(_row(customer, champion, "champion", False, key, store, item, day,
-                                 models[champion], rollout_id, step, at))
+                rows.append(
+                    _row(
+                        customer,
+                        canary,
+                        "canary",
+                        True,
+                        key,
+                        store,
+                        item,
+                        day,
+                        models[canary],
+                        rollout_id,
+                        step,
+                        at,
+                    )
+                )
+                rows.append(
+                    _row(
+                        customer,
+                        champion,
+                        "champion",
+                        False,
+                        key,
+                        store,
+                        item,
+                        day,
+                        models[champion],
+                        rollout_id,
+                        step,
+                        at,
+                    )
+                )
             else:
-                rows.append(_row(customer, champion, "champion", True, key, store, item, day,
-                                 models[champion], rollout_id, step, at))
+                rows.append(
+                    _row(
+                        customer,
+                        champion,
+                        "champion",
+                        True,
+                        key,
+                        store,
+                        item,
+                        day,
+                        models[champion],
+                        rollout_id,
+                        step,
+                        at,
+                    )
+                )
         execute_values(
             cur,
             "INSERT INTO prediction_log (customer, model_version, alias, served, request_key,"
@@ -69,12 +111,35 @@ def serve_rows(
 
 
 def _row(
-    customer: str, version: str, alias: str, served: bool, key: str, store: str, item: str,
-    day: dt.date, predict: Predict, rollout_id: int | None, step: str | None, at: dt.datetime,
+    customer: str,
+    version: str,
+    alias: str,
+    served: bool,
+    key: str,
+    store: str,
+    item: str,
+    day: dt.date,
+    predict: Predict,
+    rollout_id: int | None,
+    step: str | None,
+    at: dt.datetime,
 ) -> tuple:
     try:
         value, error = float(predict(store, item, day)), None  # NaN/inf logged as such
     except Exception as err:  # a failed prediction is a logged error row, as in the service
         value, error = None, f"{type(err).__name__}: {err}"
-    return (customer, version, alias, served, key, store, item, day, value, error, rollout_id,
-            step, at)
+    return (
+        customer,
+        version,
+        alias,
+        served,
+        key,
+        store,
+        item,
+        day,
+        value,
+        error,
+        rollout_id,
+        step,
+        at,
+    )

@@ -42,8 +42,9 @@ def days(first: dt.date, last: dt.date) -> list[dt.date]:
     return [first + dt.timedelta(days=i) for i in range((last - first).days + 1)]
 
 
-def features(platform: RunningPlatform, customer: str, first: dt.date, last: dt.date
-             ) -> pd.DataFrame:
+def features(
+    platform: RunningPlatform, customer: str, first: dt.date, last: dt.date
+) -> pd.DataFrame:
     """Return the customer's published `store_day_features` rows of a day range."""
     store = ParquetPartitionStore(str(platform.home / "storage"))
     frame = store.read("store_day_features", [d.isoformat() for d in days(first, last)])
@@ -61,15 +62,22 @@ def register_version(
     """Train a LightGBM model here on `train` and register it in the platform's MLflow."""
     target = label(train) if label else train[LABEL].to_numpy(dtype=float)
     booster = lightgbm.train(
-        {"objective": "regression", "num_leaves": 15, "learning_rate": 0.1, "verbose": -1,
-         "seed": 3, "min_data_in_leaf": 5},
+        {
+            "objective": "regression",
+            "num_leaves": 15,
+            "learning_rate": 0.1,
+            "verbose": -1,
+            "seed": 3,
+            "min_data_in_leaf": 5,
+        },
         lightgbm.Dataset(train[MODEL_FEATURES], label=target),
         num_boost_round=rounds,
     )
     registry = MlflowRegistry(platform.mlflow_url())
     run_id = registry.candidate_run(customer, run_key)
-    registry.log_candidate(run_id, booster, {"rounds": float(rounds)},
-                           train[MODEL_FEATURES].head(20))
+    registry.log_candidate(
+        run_id, booster, {"rounds": float(rounds)}, train[MODEL_FEATURES].head(20)
+    )
     return registry.register(customer, run_key, run_id)
 
 
@@ -116,7 +124,8 @@ def step_failures(platform: RunningPlatform, run_id: str) -> dict[str, str]:
     events = platform.graphql(STEP_FAILURES, {"id": run_id})["logsForRun"]["events"]
     return {
         e["stepKey"]: e["error"]["message"]
-        for e in events if e["__typename"] == "ExecutionStepFailureEvent"
+        for e in events
+        if e["__typename"] == "ExecutionStepFailureEvent"
     }
 
 

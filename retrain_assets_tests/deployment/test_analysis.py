@@ -3,8 +3,14 @@
 from retrain_assets.deployment.analysis import StepObservation, judge_step
 from retrain_assets.deployment.settings import RolloutSettings
 
-SETTINGS = RolloutSettings(min_predictions=100, min_actuals=50, max_no_data_intervals=3,
-                           max_error_rate=0.01, max_nonfinite=0, wape_tolerance=0.05)
+SETTINGS = RolloutSettings(
+    min_predictions=100,
+    min_actuals=50,
+    max_no_data_intervals=3,
+    max_error_rate=0.01,
+    max_nonfinite=0,
+    wape_tolerance=0.05,
+)
 HEALTHY = StepObservation("CANARY_10", 200, 1, 0, 80, 0.30, 0.30)
 
 
@@ -18,10 +24,10 @@ def test_a_healthy_step_within_the_tolerance_passes():
 
 
 def test_non_finite_forecasts_fail_even_without_actuals():
-    found = judge_step(StepObservation("CANARY_10", 150, 0, 2, 0, None, None, False),
-                       SETTINGS, 0)
+    found = judge_step(StepObservation("CANARY_10", 150, 0, 2, 0, None, None, False), SETTINGS, 0)
     assert (found.kind, found.reason) == (
-        "fail", "2 non-finite canary predictions of 150 (at most 0 allowed)"
+        "fail",
+        "2 non-finite canary predictions of 150 (at most 0 allowed)",
     )
 
 
@@ -36,5 +42,7 @@ def test_no_data_waits_then_fails_and_zero_sales_are_not_scored():
     assert waiting.kind == "wait" and "(their actual sales sum to 0)" in waiting.reason
     ended = judge_step(StepObservation("CANARY_50", 120, 0, 0, 10, 0.2, 0.3), SETTINGS, 2)
     assert ended.kind == "fail"
-    assert ended.reason == ("no data: 120 of 100 canary predictions, 10 of 50 rows with actuals "
-                            "after 3 intervals (no data is a failure)")
+    assert ended.reason == (
+        "no data: 120 of 100 canary predictions, 10 of 50 rows with actuals "
+        "after 3 intervals (no data is a failure)"
+    )

@@ -44,9 +44,7 @@ def served_by(world, versions: list[str], first: int = 30, last: int = 59):
     registry = world.registry()
     models = {}
     for version in versions:
-        predictions = registry.load_version(world.customer, version).predict(
-            frame[MODEL_FEATURES]
-        )
+        predictions = registry.load_version(world.customer, version).predict(frame[MODEL_FEATURES])
         table = dict(zip(keys, predictions, strict=True))
         models[version] = lambda s, i, d, table=table: float(table[(s, i, d)])
     return keys, models
@@ -54,7 +52,9 @@ def served_by(world, versions: list[str], first: int = 30, last: int = 59):
 
 def advance(world):
     return advance_rollouts(
-        world.db, world.registry(), ParquetPartitionStore(storage_root()),
+        world.db,
+        world.registry(),
+        ParquetPartitionStore(storage_root()),
         customers=[world.customer],
     )
 
@@ -90,10 +90,14 @@ def test_first_deployment_then_a_better_challenger_rolls_out_and_is_promoted(reg
     assert f"passed: {check.description}" in shown[f"gate_{CHECK_NAME}"]
     route = read_routes(world.db, [world.customer])[world.customer]
     assert (route.champion_version, route.canary_version, route.canary_weight) == (
-        first, second, 0.10
+        first,
+        second,
+        0.10,
     )
     assert registry.aliases(world.customer) == {
-        "champion": first, "canary": second, "challenger": second
+        "champion": first,
+        "canary": second,
+        "challenger": second,
     }
 
     # The MLflow run of this decision: one per deployment run, in deployments/<customer>.
@@ -110,11 +114,15 @@ def test_first_deployment_then_a_better_challenger_rolls_out_and_is_promoted(reg
         serve_rows(world.db, world.customer, keys, models)
         advance(world)
     assert registry.aliases(world.customer) == {
-        "champion": second, "previous": first, "challenger": second
+        "champion": second,
+        "previous": first,
+        "challenger": second,
     }
     route = read_routes(world.db, [world.customer])[world.customer]
     assert (route.champion_version, route.canary_version, route.canary_weight) == (
-        second, None, 0.0
+        second,
+        None,
+        0.0,
     )
     assert [r[0] for r in rows(world.db, "SELECT passed FROM rollout_analyses")] == [True, True]
     assert registry.client.get_model_version(name, second).tags["deployment_decision"] == str(
@@ -129,8 +137,11 @@ def test_first_deployment_then_a_better_challenger_rolls_out_and_is_promoted(reg
     try:
         assert main(["audit", "--tracking-uri", world.mlflow_uri]) == 1
         audited = world.run(assets=["deployed_model"])  # its audit check says the same
-        [evaluation] = [e for e in audited.get_asset_check_evaluations()
-                        if e.check_name == "deployments_match_decisions"]
+        [evaluation] = [
+            e
+            for e in audited.get_asset_check_evaluations()
+            if e.check_name == "deployments_match_decisions"
+        ]
         assert not evaluation.passed
         assert "a champion move without a decision" in evaluation.description
     finally:
@@ -151,7 +162,8 @@ def test_a_failing_deploy_time_check_blocks_the_deployment_and_a_later_run_alone
     assert rows(world.db, "SELECT version FROM deployment_decisions") == [(first,)]
     assert registry.aliases(world.customer) == {"champion": first, "challenger": worse}
     [(passed, gate)] = rows(
-        world.db, "SELECT passed, gate FROM gate_results WHERE model_version = %s",
+        world.db,
+        "SELECT passed, gate FROM gate_results WHERE model_version = %s",
         (worse,),
     )
     assert (passed, gate) == (False, CHECK_NAME)
@@ -177,8 +189,9 @@ def test_a_rollout_aborted_by_hand_is_rolled_back_with_who_and_why(registry_worl
     out = capsys.readouterr().out
     assert f"{world.customer}: rollout" in out and "rolled back: aborted by dana" in out
     assert registry.aliases(world.customer) == {"champion": first, "challenger": second}
-    [(outcome, reason)] = rows(world.db, "SELECT outcome, reason FROM rollouts WHERE version = %s",
-                               (second,))
+    [(outcome, reason)] = rows(
+        world.db, "SELECT outcome, reason FROM rollouts WHERE version = %s", (second,)
+    )
     assert outcome == "rolled_back"
     assert reason == "aborted by dana in CANARY_10: looks odd"
     assert main(["rollback", world.customer, "--reason", "again"]) == 2

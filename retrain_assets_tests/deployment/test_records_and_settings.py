@@ -34,8 +34,16 @@ def test_one_rollout_in_progress_per_customer_and_a_reexecution_gets_its_own_dec
         world.deploy("acme", "3", champion="1")
     again = start_deployment(
         world.db,
-        DeploymentRequest("acme", "2", "rk-2", "tester", "retry", first.decision.gate_result_id,
-                          "1", dagster_run_id="a-re-execution"),
+        DeploymentRequest(
+            "acme",
+            "2",
+            "rk-2",
+            "tester",
+            "retry",
+            first.decision.gate_result_id,
+            "1",
+            dagster_run_id="a-re-execution",
+        ),
         {first.decision.dagster_run_id},  # its parent is the run that decided
         rollout_machine(world.settings),
     )
@@ -88,7 +96,12 @@ def test_settings_come_from_the_environment_and_bad_values_name_the_variable(mon
     chosen = rollout_settings()
     assert chosen == dataclasses.replace(DEFAULTS, step_weights=(0.05, 0.25, 0.5), step_seconds=90)
     assert list(rollout_machine(chosen).states) == [
-        "START", "CANARY_5", "CANARY_25", "CANARY_50", "PROMOTE", "ROLLBACK"
+        "START",
+        "CANARY_5",
+        "CANARY_25",
+        "CANARY_50",
+        "PROMOTE",
+        "ROLLBACK",
     ]
     monkeypatch.setenv("RETRAIN_ROLLOUT_STEPS", "0.5,0.1")
     with pytest.raises(InvalidRolloutSetting, match=r"RETRAIN_ROLLOUT_STEPS = '0\.5,0\.1'"):
@@ -105,11 +118,13 @@ def test_settings_come_from_the_environment_and_bad_values_name_the_variable(mon
 def test_registration_runs_leave_the_deploy_time_check_to_deployments():
     plain = registration_selection(auto_deploy=False)
     assert [k.to_user_string() for k in plain["asset_selection"]] == [
-        "model_candidate", "registered_model"
+        "model_candidate",
+        "registered_model",
     ]
     assert DEPLOY_CHECK not in plain["asset_check_keys"]
     assert {k.name for k in plain["asset_check_keys"]} >= {
-        "beats_champion", "one_version_per_run_key"
+        "beats_champion",
+        "one_version_per_run_key",
     }
     auto = registration_selection(auto_deploy=True)
     assert auto["asset_selection"][-1].to_user_string() == "deployed_model"

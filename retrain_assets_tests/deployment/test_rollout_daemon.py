@@ -72,10 +72,19 @@ def world(shared_platform: RunningPlatform) -> Iterator[World]:
         land_tenant(str(platform.home / "landing"), spec, days(START, LAST))
     names = sorted(spec.name for spec in tenants.values())
     wait_until(
-        lambda: sorted(r[0] for r in platform.query(
-            "dagster", "SELECT partition FROM dynamic_partitions WHERE partition = ANY(%s)",
-            (names,))) == names,
-        90, "customer_discovery adding this module's tenants",
+        lambda: (
+            sorted(
+                r[0]
+                for r in platform.query(
+                    "dagster",
+                    "SELECT partition FROM dynamic_partitions WHERE partition = ANY(%s)",
+                    (names,),
+                )
+            )
+            == names
+        ),
+        90,
+        "customer_discovery adding this module's tenants",
     )
     publish_days(platform, "sales", START.isoformat(), LAST.isoformat())
     publish_days(platform, "store_day_features", FIRST_FEATURE_DAY.isoformat(), LAST.isoformat())
@@ -104,14 +113,18 @@ def first_champion(world: World, role: str) -> str:
 def strong_version(world: World, role: str, key: str, label=None) -> str:
     customer = world.name(role)
     train = features(world.platform, customer, FIRST_FEATURE_DAY, LAST)
-    return register_version(world.platform, customer, f"{customer}-{key}", train, rounds=150,
-                            label=label)
+    return register_version(
+        world.platform, customer, f"{customer}-{key}", train, rounds=150, label=label
+    )
 
 
 def rollout_of(world: World, role: str) -> tuple | None:
     """Return (id, outcome, reason) of the tenant's latest rollout."""
-    rows = app(world.platform, "SELECT id, outcome, reason FROM rollouts WHERE customer = %s"
-               " ORDER BY id DESC LIMIT 1", (world.name(role),))
+    rows = app(
+        world.platform,
+        "SELECT id, outcome, reason FROM rollouts WHERE customer = %s ORDER BY id DESC LIMIT 1",
+        (world.name(role),),
+    )
     return rows[0] if rows else None
 
 
@@ -120,8 +133,11 @@ def published_requests(world: World, role: str, first: dt.date, last: dt.date) -
     frame = features(world.platform, world.name(role), first, last)
     rows = []
     for record in frame[["store_id", "item_id", "date", *MODEL_FEATURES]].to_dict("records"):
-        row = {"store_id": record["store_id"], "item_id": record["item_id"],
-               "date": record["date"].date().isoformat()}
+        row = {
+            "store_id": record["store_id"],
+            "item_id": record["item_id"],
+            "date": record["date"].date().isoformat(),
+        }
         row.update({k: None if pd.isna(record[k]) else float(record[k]) for k in MODEL_FEATURES})
         rows.append(row)
     return rows
@@ -132,8 +148,10 @@ def send(world: World, role: str, rows: list[dict]) -> None:
     url, token = world.platform.serve_url(), world.platform.serve_token()
     for start in range(0, len(rows), BATCH):
         answer = requests.post(
-            f"{url}/forecast/{world.name(role)}", json={"rows": rows[start : start + BATCH]},
-            headers={"Authorization": f"Bearer {token}"}, timeout=60,
+            f"{url}/forecast/{world.name(role)}",
+            json={"rows": rows[start : start + BATCH]},
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=60,
         )
         assert answer.status_code == 200, answer.text
 
@@ -143,8 +161,11 @@ def wait_until_served(world: World, role: str, canary: str | None) -> None:
     url, token = world.platform.serve_url(), world.platform.serve_token()
 
     def routed() -> bool:
-        answer = requests.get(f"{url}/v2/models/{world.name(role)}",
-                              headers={"Authorization": f"Bearer {token}"}, timeout=30)
+        answer = requests.get(
+            f"{url}/v2/models/{world.name(role)}",
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=30,
+        )
         return answer.ok and answer.json()["parameters"]["canary_version"] == canary
 
     wait_until(routed, 60, f"the prediction service routing {world.name(role)}'s canary")
@@ -152,18 +173,26 @@ def wait_until_served(world: World, role: str, canary: str | None) -> None:
 
 def shares(world: World, rollout_id: int) -> dict[str, float]:
     """Return each step's canary share of its distinct served request keys."""
-    rows = app(world.platform, """
+    rows = app(
+        world.platform,
+        """
         SELECT step, count(DISTINCT request_key) FILTER (WHERE alias = 'canary'),
             count(DISTINCT request_key)
-        FROM prediction_log WHERE rollout_id = %s AND served GROUP BY step""", (rollout_id,))
+        FROM prediction_log WHERE rollout_id = %s AND served GROUP BY step""",
+        (rollout_id,),
+    )
     return {step: canary / total for step, canary, total in rows}
 
 
 def keys_routed_both_ways(world: World, rollout_id: int) -> list[tuple]:
     """Return (step, request key) served by both the champion and the canary in one step."""
-    return app(world.platform, """
+    return app(
+        world.platform,
+        """
         SELECT step, request_key FROM prediction_log WHERE rollout_id = %s AND served
-        GROUP BY step, request_key HAVING count(DISTINCT alias) > 1""", (rollout_id,))
+        GROUP BY step, request_key HAVING count(DISTINCT alias) > 1""",
+        (rollout_id,),
+    )
 
 
 # -- tests ----------------------------------------------------------------------------------
@@ -176,8 +205,11 @@ def test_a_good_challenger_deployed_from_the_ui_goes_10_then_50_percent_and_is_p
     run = deploy(world, "good")
     assert wait_for_end(platform, run) == "SUCCESS", step_failures(platform, run)
     [(decision, by, version, gate_id)] = app(
-        platform, "SELECT id, decided_by, version, gate_result_id FROM deployment_decisions"
-        " WHERE customer = %s AND dagster_run_id = %s", (customer, run))
+        platform,
+        "SELECT id, decided_by, version, gate_result_id FROM deployment_decisions"
+        " WHERE customer = %s AND dagster_run_id = %s",
+        (customer, run),
+    )
     assert (by, version) == ("a person via the Dagster UI", second)
     assert app(platform, "SELECT gate, passed FROM gate_results WHERE id = %s", (gate_id,)) == [
         ("challenger_beats_champion_now", True)
@@ -191,23 +223,37 @@ def test_a_good_challenger_deployed_from_the_ui_goes_10_then_50_percent_and_is_p
 
     wait_until(finished, 120, "the rollout of the good challenger to finish", interval=1)
     assert rollout_of(world, "good")[1:] == (
-        "promoted", "promoted after CANARY_10 and CANARY_50 passed"
+        "promoted",
+        "promoted after CANARY_10 and CANARY_50 passed",
     )
     assert world.registry.aliases(customer) == {
-        "champion": second, "previous": first, "challenger": second
+        "champion": second,
+        "previous": first,
+        "challenger": second,
     }
-    moves = app(platform, "SELECT from_version, to_version, decision_id FROM champion_moves"
-                " WHERE customer = %s ORDER BY id", (customer,))
+    moves = app(
+        platform,
+        "SELECT from_version, to_version, decision_id FROM champion_moves"
+        " WHERE customer = %s ORDER BY id",
+        (customer,),
+    )
     assert moves == [(None, first, moves[0][2]), (first, second, decision)]  # moved once more
-    assert app(platform, "SELECT champion_version, canary_version, canary_weight FROM"
-               " serving_routes WHERE customer = %s", (customer,)) == [(second, None, 0.0)]
+    assert app(
+        platform,
+        "SELECT champion_version, canary_version, canary_weight FROM"
+        " serving_routes WHERE customer = %s",
+        (customer,),
+    ) == [(second, None, 0.0)]
     measured = shares(world, rollout_id)
     assert set(measured) == {"CANARY_10", "CANARY_50"}
     assert abs(measured["CANARY_10"] - 0.10) <= SHARE_TOLERANCE, measured
     assert abs(measured["CANARY_50"] - 0.50) <= SHARE_TOLERANCE, measured
     assert keys_routed_both_ways(world, rollout_id) == []
-    analyses = app(platform, "SELECT step, passed FROM rollout_analyses WHERE rollout_id = %s"
-                   " ORDER BY id", (rollout_id,))
+    analyses = app(
+        platform,
+        "SELECT step, passed FROM rollout_analyses WHERE rollout_id = %s ORDER BY id",
+        (rollout_id,),
+    )
     assert analyses == [("CANARY_10", True), ("CANARY_50", True)]
 
 
@@ -232,51 +278,75 @@ def test_a_challenger_that_forecasts_badly_on_the_newest_actuals_is_rolled_back(
     land_tenant(str(platform.home / "landing"), spec, WEEKEND)
     publish_days(platform, "sales", WEEKEND[0].isoformat(), WEEKEND[-1].isoformat())
     publish_days(platform, "store_day_features", WEEKEND[0].isoformat(), WEEKEND[-1].isoformat())
-    wait_until(lambda: rollout_of(world, "degraded")[1] is not None, 60,
-               "the degraded rollout to end")
+    wait_until(
+        lambda: rollout_of(world, "degraded")[1] is not None, 60, "the degraded rollout to end"
+    )
     _, outcome, reason = rollout_of(world, "degraded")
     assert outcome == "rolled_back"
     assert reason.startswith("CANARY_10 analysis failed: forecast quality: canary WAPE")
     assert world.registry.aliases(customer) == {"champion": first, "challenger": blind}
-    assert app(platform, "SELECT count(*) FROM champion_moves WHERE rollout_id = %s",
-               (rollout_id,)) == [(0,)]
-    assert app(platform, "SELECT champion_version, canary_version, canary_weight FROM"
-               " serving_routes WHERE customer = %s", (customer,)) == [(first, None, 0.0)]
+    assert app(
+        platform, "SELECT count(*) FROM champion_moves WHERE rollout_id = %s", (rollout_id,)
+    ) == [(0,)]
+    assert app(
+        platform,
+        "SELECT champion_version, canary_version, canary_weight FROM"
+        " serving_routes WHERE customer = %s",
+        (customer,),
+    ) == [(first, None, 0.0)]
 
 
 def test_a_failing_deploy_time_check_stops_the_run_and_a_later_run_alone_refuses(world):
     platform, customer = world.platform, world.name("blocked")
     first_champion(world, "blocked")
-    inflated = strong_version(world, "blocked", "inflated",
-                              label=lambda t: t[LABEL].to_numpy(dtype=float) * 1.8)
+    inflated = strong_version(
+        world, "blocked", "inflated", label=lambda t: t[LABEL].to_numpy(dtype=float) * 1.8
+    )
     run = deploy(world, "blocked")
     assert wait_for_end(platform, run) == "FAILURE"
     failed = step_failures(platform, run)
     assert list(failed) == ["registered_model_challenger_beats_champion_now"], failed
-    assert app(platform, "SELECT count(*) FROM deployment_decisions WHERE customer = %s",
-               (customer,)) == [(1,)]  # the first deployment only
+    assert app(
+        platform, "SELECT count(*) FROM deployment_decisions WHERE customer = %s", (customer,)
+    ) == [(1,)]  # the first deployment only
     alone = launch(platform, "__ASSET_JOB", customer, assets=["deployed_model"])
     assert wait_for_end(platform, alone) == "FAILURE"
     message = step_failures(platform, alone)["deployed_model"]
     assert f"refusing to deploy {model_name(customer)} v{inflated}" in message
     assert "challenger_beats_champion_now failed: " in message
-    assert app(platform, "SELECT count(*) FROM deployment_decisions WHERE customer = %s",
-               (customer,)) == [(1,)]
+    assert app(
+        platform, "SELECT count(*) FROM deployment_decisions WHERE customer = %s", (customer,)
+    ) == [(1,)]
 
 
 def _rollout_state(world: World, role: str) -> tuple:
     customer = world.name(role)
     [(state, run_key, payload)] = app(
-        world.platform, "SELECT state, run_key, payload FROM machine_pointers"
-        " WHERE machine = 'rollout' AND customer = %s", (customer,))
-    route = app(world.platform, "SELECT champion_version, canary_version, canary_weight,"
-                " rollout_id, step, updated_at FROM serving_routes WHERE customer = %s",
-                (customer,))
+        world.platform,
+        "SELECT state, run_key, payload FROM machine_pointers"
+        " WHERE machine = 'rollout' AND customer = %s",
+        (customer,),
+    )
+    route = app(
+        world.platform,
+        "SELECT champion_version, canary_version, canary_weight,"
+        " rollout_id, step, updated_at FROM serving_routes WHERE customer = %s",
+        (customer,),
+    )
     aliases = world.registry.aliases(customer)
-    decisions = app(world.platform, "SELECT count(*) FROM deployment_decisions"
-                    " WHERE customer = %s", (customer,))
-    return (state, run_key, payload["step"], payload["step_started_at"], route,
-            aliases.get("champion"), aliases.get("canary"), decisions)
+    decisions = app(
+        world.platform, "SELECT count(*) FROM deployment_decisions WHERE customer = %s", (customer,)
+    )
+    return (
+        state,
+        run_key,
+        payload["step"],
+        payload["step_started_at"],
+        route,
+        aliases.get("champion"),
+        aliases.get("canary"),
+        decisions,
+    )
 
 
 def test_a_backfill_and_a_retraining_during_a_rollout_change_nothing_in_it(world):
@@ -288,27 +358,41 @@ def test_a_backfill_and_a_retraining_during_a_rollout_change_nothing_in_it(world
     before = _rollout_state(world, "busy")
     assert before[0] == "CANARY_10" and before[6] == second
 
-    backfill = launch_backfill(platform, ["store_day_features"],
-                               [d.isoformat() for d in days(LAST - dt.timedelta(days=6), LAST)])
-    config = {"ops": {"training_job": {"config": {
-        "first_day": FIRST_FEATURE_DAY.isoformat(), "last_day": LAST.isoformat(),
-        "num_boost_round": 60,
-    }}}}
+    backfill = launch_backfill(
+        platform,
+        ["store_day_features"],
+        [d.isoformat() for d in days(LAST - dt.timedelta(days=6), LAST)],
+    )
+    config = {
+        "ops": {
+            "training_job": {
+                "config": {
+                    "first_day": FIRST_FEATURE_DAY.isoformat(),
+                    "last_day": LAST.isoformat(),
+                    "num_boost_round": 60,
+                }
+            }
+        }
+    }
     training = launch(platform, "__ASSET_JOB", customer, ["training_job"], config)
     assert wait_for_end(platform, training) == "SUCCESS", step_failures(platform, training)
     [backfill_run] = wait_for_backfill_run(platform, backfill)
     assert wait_for_end(platform, backfill_run) == "SUCCESS"
-    [(run_key,)] = app(platform, "SELECT run_key FROM machine_pointers WHERE machine ="
-                       " 'training' AND customer = %s", (customer,))
+    [(run_key,)] = app(
+        platform,
+        "SELECT run_key FROM machine_pointers WHERE machine = 'training' AND customer = %s",
+        (customer,),
+    )
     candidate_runs = """SELECT count(*) FROM runs r JOIN run_tags t ON t.run_id = r.run_id
         WHERE t.key = 'retrain/run_key' AND t.value = %s AND r.status IN ('SUCCESS', 'FAILURE')"""
-    wait_until(lambda: platform.query("dagster", candidate_runs, (run_key,))[0][0] >= 1, 240,
-               "the retrained candidate's gate and registration run")
+    wait_until(
+        lambda: platform.query("dagster", candidate_runs, (run_key,))[0][0] >= 1,
+        240,
+        "the retrained candidate's gate and registration run",
+    )
     after = _rollout_state(world, "busy")
     assert after == before
-    assert app(platform, "SELECT count(*) FROM rollouts WHERE customer = %s", (customer,)) == [
-        (2,)
-    ]
+    assert app(platform, "SELECT count(*) FROM rollouts WHERE customer = %s", (customer,)) == [(2,)]
 
     done = cli(platform, "rollback", customer, "--reason", "retrained meanwhile", "--by", "ops")
     assert done.returncode == 0, done.stderr
@@ -323,22 +407,43 @@ def test_a_backfill_and_a_retraining_during_a_rollout_change_nothing_in_it(world
 def test_auto_deploy_takes_a_passing_registration_on_to_deployment(world):
     platform, customer = world.platform, world.name("auto")
     assert cli(platform, "deployments", "auto", customer, "on").returncode == 0
-    config = {"ops": {"training_job": {"config": {
-        "first_day": FIRST_FEATURE_DAY.isoformat(), "last_day": LAST.isoformat(),
-    }}}}
+    config = {
+        "ops": {
+            "training_job": {
+                "config": {
+                    "first_day": FIRST_FEATURE_DAY.isoformat(),
+                    "last_day": LAST.isoformat(),
+                }
+            }
+        }
+    }
     training = launch(platform, "__ASSET_JOB", customer, ["training_job"], config)
     assert wait_for_end(platform, training) == "SUCCESS", step_failures(platform, training)
-    wait_until(lambda: app(platform, "SELECT count(*) FROM rollouts WHERE customer = %s"
-                           " AND outcome IS NOT NULL", (customer,))[0][0] == 1, 240,
-               "the auto-deployed first version's rollout")
+    wait_until(
+        lambda: (
+            app(
+                platform,
+                "SELECT count(*) FROM rollouts WHERE customer = %s AND outcome IS NOT NULL",
+                (customer,),
+            )[0][0]
+            == 1
+        ),
+        240,
+        "the auto-deployed first version's rollout",
+    )
     [(by, version, dagster_run)] = app(
-        platform, "SELECT decided_by, version, dagster_run_id FROM deployment_decisions"
-        " WHERE customer = %s", (customer,))
+        platform,
+        "SELECT decided_by, version, dagster_run_id FROM deployment_decisions WHERE customer = %s",
+        (customer,),
+    )
     assert by == "auto_deploy via gpu_job_poller"
     assert world.registry.aliases(customer)[CHAMPION] == version
     assert rollout_of(world, "auto")[1] == "promoted"
-    tags = dict(platform.query("dagster", "SELECT key, value FROM run_tags WHERE run_id = %s",
-                               (dagster_run,)))
+    tags = dict(
+        platform.query(
+            "dagster", "SELECT key, value FROM run_tags WHERE run_id = %s", (dagster_run,)
+        )
+    )
     assert tags["dagster/sensor_name"] == "gpu_job_poller"
 
 

@@ -52,8 +52,11 @@ def test_a_good_canary_goes_through_both_steps_and_is_promoted_once(world):
     assert world.registry.aliases["acme"] == {"champion": "2", "previous": "1"}
     assert [c[0] for c in world.registry.calls] == ["set_canary", "promote"]
 
-    analyses = rows(world.db, "SELECT step, passed, rows_with_actuals, canary_wape, champion_wape"
-                              " FROM rollout_analyses ORDER BY id")
+    analyses = rows(
+        world.db,
+        "SELECT step, passed, rows_with_actuals, canary_wape, champion_wape"
+        " FROM rollout_analyses ORDER BY id",
+    )
     assert [(s, p) for s, p, *_ in analyses] == [("CANARY_10", True), ("CANARY_50", True)]
     assert analyses[1][2] > analyses[0][2]  # a row keeps its route: quality rows accumulate
     assert all(canary < champion for *_, canary, champion in analyses)
@@ -102,8 +105,10 @@ def test_no_data_counts_as_a_failure_after_the_allowed_intervals(world):
         report = world.advance()
         assert report.results["acme"].pointer.state == "CANARY_10"
         note = history(world.db, NAME, "acme")[-1].note
-        assert note == (f"waiting for data: 0 of 20 canary predictions, rows with actuals "
-                        f"not counted yet (interval {interval} of 3)")
+        assert note == (
+            f"waiting for data: 0 of 20 canary predictions, rows with actuals "
+            f"not counted yet (interval {interval} of 3)"
+        )
         world.clock.forward(1)
     world.advance()
     [(outcome, reason)] = rows(world.db, "SELECT outcome, reason FROM rollouts")
@@ -115,9 +120,11 @@ def test_served_days_without_actuals_wait_for_them(world, tmp_path):
     world.deploy("acme", "2", champion="1")
     world.advance()
     from retrain_assets_tests.deployment.conftest import DAYS
+
     later = [d.replace(month=4) for d in DAYS]  # forecasts for days not materialized yet
-    world.actuals.update({(c, s, i, d.replace(month=4)): v
-                          for (c, s, i, d), v in list(world.actuals.items())})
+    world.actuals.update(
+        {(c, s, i, d.replace(month=4)): v for (c, s, i, d), v in list(world.actuals.items())}
+    )
     world.serve("acme", {"1": world.model("acme"), "2": world.model("acme")}, days=later)
     world.clock.forward(61)
     report = world.advance()
@@ -163,8 +170,14 @@ def test_a_promotion_the_registry_keeps_refusing_fails_on_the_safe_side(world):
 
 def test_the_diagram_is_rendered_from_the_table():
     text = mermaid(rollout_machine())
-    for line in ("START --> CANARY_10 : ok", "CANARY_10 --> CANARY_50 : ok",
-                 "CANARY_50 --> PROMOTE : ok", "PROMOTE --> DONE : ok",
-                 "CANARY_10 --> ROLLBACK : analysis failed", "ROLLBACK --> ROLLED_BACK : ok",
-                 "START --> PROMOTE : first deployment", "CANARY_50 --> ROLLBACK : aborted"):
+    for line in (
+        "START --> CANARY_10 : ok",
+        "CANARY_10 --> CANARY_50 : ok",
+        "CANARY_50 --> PROMOTE : ok",
+        "PROMOTE --> DONE : ok",
+        "CANARY_10 --> ROLLBACK : analysis failed",
+        "ROLLBACK --> ROLLED_BACK : ok",
+        "START --> PROMOTE : first deployment",
+        "CANARY_50 --> ROLLBACK : aborted",
+    ):
         assert f"    {line}\n" in text

@@ -148,8 +148,9 @@ def test_download_keeps_verified_bytes_and_refuses_tampered_ones(
 
 def test_a_503_is_retried_then_reported(stub: tuple[Stub, str]) -> None:
     state, url = stub
-    answers = iter([(503, {"detail": "database unavailable; retry later"}),
-                    (200, job_json("a", "running"))])
+    answers = iter(
+        [(503, {"detail": "database unavailable; retry later"}), (200, job_json("a", "running"))]
+    )
     state.routes["GET /jobs/a"] = lambda body: next(answers)
     assert HttpGpuService(url, "t", retry_delay=0.01).get("a").status == JobStatus.RUNNING
     assert len(state.requests) == 2

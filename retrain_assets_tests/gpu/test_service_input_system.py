@@ -93,8 +93,9 @@ def test_no_token_is_a_401_before_any_body_is_read(service: ServiceProcess) -> N
     with socket.create_connection(("127.0.0.1", service.port), timeout=patience(10)) as conn:
         conn.sendall(head.encode())  # one byte of a 50 MB body, then wait for the answer
         assert _status_line(conn) == "HTTP/1.1 401 Unauthorized"
-    broken = service.call("POST", "/jobs", token=None, data=b"{not json",
-                          headers={"content-type": "application/json"})
+    broken = service.call(
+        "POST", "/jobs", token=None, data=b"{not json", headers={"content-type": "application/json"}
+    )
     assert broken.status_code == 401  # not a 422 about the body: the token comes first
     assert broken.headers["www-authenticate"] == "Bearer"
 
@@ -189,9 +190,7 @@ def test_non_finite_numbers_are_not_json_and_a_422(
         ("GET", "/jobs?idempotency_key=%00"),
     ],
 )
-def test_a_malformed_id_is_a_422_not_a_500(
-    service: ServiceProcess, method: str, path: str
-) -> None:
+def test_a_malformed_id_is_a_422_not_a_500(service: ServiceProcess, method: str, path: str) -> None:
     response = service.call(method, path)
     assert response.status_code == 422, response.text
 

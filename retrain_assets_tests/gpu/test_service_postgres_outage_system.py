@@ -85,7 +85,9 @@ def test_a_postgres_restart_requeues_the_running_job_from_its_checkpoint(
             conn.close()
             health = service.call("GET", "/healthz", token=None).json()
             assert (health["status"], health["database"], health["service_lock"]) == (
-                "ok", "ok", "held"
+                "ok",
+                "ok",
+                "held",
             )
             assert "worker crashed" not in service.log()
         finally:
@@ -110,9 +112,7 @@ def test_a_service_whose_lock_another_took_stops_and_leaves_its_jobs_alone(
         other = psycopg2.connect(gpu_db)
         other.autocommit = True
         waiting = threading.Thread(
-            target=lambda: other.cursor().execute(
-                "SELECT pg_advisory_lock(%s)", (SERVICE_LOCK_ID,)
-            )
+            target=lambda: other.cursor().execute("SELECT pg_advisory_lock(%s)", (SERVICE_LOCK_ID,))
         )
         waiting.start()
         wait_until(lambda: len(_lock_holders(gpu_db)) == 2, 10, "a second session queued")

@@ -74,7 +74,9 @@ def slow_step(ctx):
 
 def test_concurrent_replicas_never_run_the_same_visit_twice(db):
     machine = Machine(
-        "toy", "A", TERMINAL,
+        "toy",
+        "A",
+        TERMINAL,
         {
             "A": State(slow_step, "POLL", "FAILED"),
             "POLL": State(slow_poll, "B", "FAILED", may_yield=True, max_visits=50),

@@ -49,5 +49,6 @@ def test_the_hand_off_is_drawn_from_the_table():
     assert "    class POLL_JOB,AWAIT_CANDIDATE,AWAIT_GATE yields" in text
     # every way into DONE passes the gate
     assert [line for line in text.splitlines() if "--> DONE" in line] == [
-        "    AWAIT_GATE --> DONE : ok", "    AWAIT_GATE --> DONE : gate failed",
+        "    AWAIT_GATE --> DONE : ok",
+        "    AWAIT_GATE --> DONE : gate failed",
     ]

@@ -42,7 +42,9 @@ def wait_until_ready(ctx):
 
 def waiting_machine() -> Machine:
     return Machine(
-        "toy", "BEGIN", TERMINAL,
+        "toy",
+        "BEGIN",
+        TERMINAL,
         {
             "BEGIN": State(begin, "WAIT", "FAILED"),
             "WAIT": State(wait_until_ready, "DONE", "WAIT", may_yield=True, max_visits=10),
@@ -72,7 +74,10 @@ def test_trampoline_runs_to_a_yield_persists_and_resumes(db):
     toy.ready = True
     done = advance(db, machine, "acme", toy)
     assert (done.finished, done.steps, done.pointer.state, done.pointer.reason) == (
-        True, 1, "DONE", "ready",
+        True,
+        1,
+        "DONE",
+        "ready",
     )
     assert toy.calls == {"BEGIN": 1, "WAIT": 2}  # the other WAIT visit ran on another Toy
     assert [h.visit for h in history(db, "toy", "acme", "k1") if h.state == "WAIT"] == [1, 2, 3]
@@ -85,7 +90,9 @@ def test_an_exception_becomes_a_recorded_failure_transition(db):
         raise ValueError("bad input for acme")
 
     machine = Machine(
-        "toy", "A", TERMINAL,
+        "toy",
+        "A",
+        TERMINAL,
         {"A": State(explode, "DONE", "RECOVER"), "RECOVER": State(begin, "DONE", "FAILED")},
     )
     start_run(db, machine, "acme", "k1")
@@ -94,7 +101,10 @@ def test_an_exception_becomes_a_recorded_failure_transition(db):
     assert result.pointer.last_error == "ValueError: bad input for acme"
     first = history(db, "toy", "acme")[0]
     assert (first.state, first.ok, first.error, first.next_state) == (
-        "A", False, "ValueError: bad input for acme", "RECOVER",
+        "A",
+        False,
+        "ValueError: bad input for acme",
+        "RECOVER",
     )
     assert first.started_at <= first.finished_at
 
@@ -150,7 +160,11 @@ def test_a_budget_overrun_ends_in_failed_without_running_the_state(db):
     )
     last = history(db, "toy", "acme")[-1]
     assert (last.state, last.visit, last.ok, last.note, last.next_state) == (
-        "A", 5, False, "not run", "FAILED",
+        "A",
+        5,
+        False,
+        "not run",
+        "FAILED",
     )
     smaller = machine.with_budgets({"A": 2})
     start_run(db, smaller, "acme", "k2")
@@ -188,7 +202,11 @@ def test_one_active_run_per_customer_and_machine(db):
     advance(db, machine, "acme", toy)
     fresh = start_run(db, machine, "acme", "k2", {"seen": 0})
     assert (fresh.run_key, fresh.state, fresh.status, fresh.visits, fresh.payload) == (
-        "k2", "BEGIN", "ready", {}, {"seen": 0},
+        "k2",
+        "BEGIN",
+        "ready",
+        {},
+        {"seen": 0},
     )
     assert fresh.reason is None and fresh.started_at > first.started_at
     assert len(history(db, "toy", "acme", "k1")) == 3

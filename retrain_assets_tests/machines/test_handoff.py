@@ -24,9 +24,7 @@ def run(attempt, status="STARTED", failure=None):
 
 
 def with_facts(svc, **facts):
-    return dataclasses.replace(
-        svc, handoff=FactsByCustomer({("acme", KEY): HandoffFacts(**facts)})
-    )
+    return dataclasses.replace(svc, handoff=FactsByCustomer({("acme", KEY): HandoffFacts(**facts)}))
 
 
 def succeeded_job(db, tmp_path):
@@ -99,12 +97,20 @@ def test_the_candidate_run_downloads_then_the_gate_verdict_ends_the_run(db, tmp_
     assert notes(db)[-1][2] == (
         f"waiting for the registration: candidate-{KEY}-1 is run run-1 (STARTED)"
     )
-    done = advance(db, training_machine(), "acme", with_facts(
-        svc, runs=(run(1, "SUCCESS"),), verdict=passed, registered_version="4",
-    )).pointer
+    done = advance(
+        db,
+        training_machine(),
+        "acme",
+        with_facts(
+            svc,
+            runs=(run(1, "SUCCESS"),),
+            verdict=passed,
+            registered_version="4",
+        ),
+    ).pointer
     assert (done.state, done.reason) == (
-        "DONE", "registered as version 4; gate passed: candidate WAPE 0.30 beats seasonal "
-        "naive WAPE 0.36",
+        "DONE",
+        "registered as version 4; gate passed: candidate WAPE 0.30 beats seasonal naive WAPE 0.36",
     )
 
 
@@ -114,9 +120,16 @@ def test_a_failed_gate_ends_the_run_done_without_another_attempt(db, tmp_path):
     advance(db, training_machine(), "acme", with_facts(svc))  # POLL_JOB -> AWAIT_CANDIDATE
     advance(db, training_machine(), "acme", dataclasses.replace(svc, fetching=True))
     lost = RecordedVerdict(False, "candidate WAPE 0.2893 does not beat challenger WAPE 0.2763")
-    done = advance(db, training_machine(), "acme", with_facts(
-        svc, runs=(run(1, "FAILURE", "DagsterAssetCheckFailedError"),), verdict=lost,
-    )).pointer
+    done = advance(
+        db,
+        training_machine(),
+        "acme",
+        with_facts(
+            svc,
+            runs=(run(1, "FAILURE", "DagsterAssetCheckFailedError"),),
+            verdict=lost,
+        ),
+    ).pointer
     assert (done.state, done.reason) == ("DONE", f"gate failed, nothing registered: {lost.reason}")
     assert notes(db)[-1][:2] == ("AWAIT_GATE", "DONE")
 
@@ -161,6 +174,4 @@ def test_without_facts_a_hand_off_state_waits_for_the_sensor(db, tmp_path):
     start_training(db, "acme", KEY, SPEC)
     result = advance(db, training_machine(), "acme", svc)
     assert result.pointer.state == "AWAIT_CANDIDATE" and ATTEMPT not in result.pointer.payload
-    assert notes(db)[-1][2] == (
-        "waiting for the candidate run; the sensor requests and follows it"
-    )
+    assert notes(db)[-1][2] == ("waiting for the candidate run; the sensor requests and follows it")

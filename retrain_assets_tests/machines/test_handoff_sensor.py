@@ -51,9 +51,14 @@ def keys(result: dg.SensorResult) -> list[str]:
 def record_run(instance, request: dg.RunRequest, status: dg.DagsterRunStatus) -> str:
     """Record the run the daemon launched for a request, as it ended (or is now)."""
     run = dg.DagsterRun(
-        job_name="__ASSET_JOB", run_id=f"run-{request.run_key}", status=status,
-        tags={**request.tags, "dagster/partition": request.partition_key,
-              "dagster/run_key": request.run_key},
+        job_name="__ASSET_JOB",
+        run_id=f"run-{request.run_key}",
+        status=status,
+        tags={
+            **request.tags,
+            "dagster/partition": request.partition_key,
+            "dagster/run_key": request.run_key,
+        },
         asset_selection=frozenset(request.asset_selection),
     )
     instance.add_run(run)
@@ -109,19 +114,34 @@ def test_the_gate_verdict_and_the_registration_end_the_hand_off(world):
     # the candidate run downloaded (machine in AWAIT_GATE), gated and registered, then ended
     advance(db, training_machine(), "acme", training_services(db, GPU, fetching=True))
     record_run(instance, request, dg.DagsterRunStatus.SUCCESS)
-    record_gate_result(db, GateResult(
-        run_key=KEY, customer="acme", passed=True, candidate_wape=0.30, reference_wape=0.36,
-        reference="seasonal naive (same weekday last week)", champion_version=None, margin=0.02,
-        holdout_window="2026-02-01 .. 2026-02-07", rows_scored=70, reason="it beats it",
-    ))
-    instance.report_runless_asset_event(dg.AssetMaterialization(
-        asset_key="registered_model", partition="acme",
-        metadata={"run_key": KEY, "version": "4"},
-    ))
+    record_gate_result(
+        db,
+        GateResult(
+            run_key=KEY,
+            customer="acme",
+            passed=True,
+            candidate_wape=0.30,
+            reference_wape=0.36,
+            reference="seasonal naive (same weekday last week)",
+            champion_version=None,
+            margin=0.02,
+            holdout_window="2026-02-01 .. 2026-02-07",
+            rows_scored=70,
+            reason="it beats it",
+        ),
+    )
+    instance.report_runless_asset_event(
+        dg.AssetMaterialization(
+            asset_key="registered_model",
+            partition="acme",
+            metadata={"run_key": KEY, "version": "4"},
+        )
+    )
     assert keys(tick(world)) == []
     done = pointer(db, "training", "acme")
     assert (done.state, done.reason) == (
-        "DONE", "registered as version 4; gate passed: it beats it"
+        "DONE",
+        "registered as version 4; gate passed: it beats it",
     )
 
 
@@ -160,6 +180,4 @@ def test_a_pointer_its_run_never_advanced_is_adopted_after_a_grace(world, monkey
     monkeypatch.setattr(poller, "STRANDED_AFTER_SECONDS", 0.0)
     tick(world)
     assert pointer(db, "training", "acme").state == "POLL_JOB"
-    assert [h.state for h in history(db, "training", "acme")][:2] == [
-        "INITIAL", "CHECK_LAST_TRAIN"
-    ]
+    assert [h.state for h in history(db, "training", "acme")][:2] == ["INITIAL", "CHECK_LAST_TRAIN"]

@@ -15,14 +15,21 @@ def test_a_move_is_observed_on_the_customers_partition_and_a_wait_in_place_is_no
     start_training(db, "acme", "k1", SPEC)
 
     first = advance_many(db, machine, ["acme"], svc)
-    [moved] = transition_observations(KEY, machine, {"acme": "INITIAL"}, first,
-                                      {"acme": "queued 0/10 rounds"})
+    [moved] = transition_observations(
+        KEY, machine, {"acme": "INITIAL"}, first, {"acme": "queued 0/10 rounds"}
+    )
     assert moved.asset_key == KEY and moved.partition == "acme"
     shown = {name: value.value for name, value in moved.metadata.items()}
     assert shown == {
-        "machine": "training", "state": "POLL_JOB", "previous_state": "INITIAL",
-        "status": "waiting", "run_key": "k1", "reason": "", "visits_left": 99,
-        "job_id": "job-1", "progress": "queued 0/10 rounds",
+        "machine": "training",
+        "state": "POLL_JOB",
+        "previous_state": "INITIAL",
+        "status": "waiting",
+        "run_key": "k1",
+        "reason": "",
+        "visits_left": 99,
+        "job_id": "job-1",
+        "progress": "queued 0/10 rounds",
     }
 
     waited = advance_many(db, machine, ["acme"], svc)  # the job still runs: a poll in place

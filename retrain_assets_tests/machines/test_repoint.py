@@ -19,16 +19,27 @@ def test_a_move_is_one_history_row_with_the_note_and_fresh_budgets(db, tmp_path)
     failed = pointer(db, "training", "acme")
     assert failed.state == "FAILED" and failed.visits["POLL_JOB"] == 2
     moved = repoint(
-        db, machine, "acme", "POLL_JOB", "reset by ana: the job was only slow",
+        db,
+        machine,
+        "acme",
+        "POLL_JOB",
+        "reset by ana: the job was only slow",
         drop=[ATTEMPT, TRIES],
     )
     assert (moved.state, moved.status, moved.visits, moved.reason) == (
-        "POLL_JOB", "waiting", {}, None
+        "POLL_JOB",
+        "waiting",
+        {},
+        None,
     )
     assert moved.payload == {"spec": SPEC, "job_id": "job-1"} and moved.run_key == "k1"
     row = history(db, "training", "acme")[-1]
     assert (row.state, row.visit, row.ok, row.next_state, row.note) == (
-        "FAILED", 0, True, "POLL_JOB", "reset by ana: the job was only slow"
+        "FAILED",
+        0,
+        True,
+        "POLL_JOB",
+        "reset by ana: the job was only slow",
     )
     assert advance(db, machine, "acme", svc).waiting  # its budget starts again
     with pytest.raises(psycopg2.Error, match="append-only"), transaction(db) as cur:
@@ -40,7 +51,9 @@ def test_a_terminal_target_ends_the_run_with_the_note_as_reason(db, tmp_path):
     advance(db, training_machine(), "acme", services(tmp_path))
     ended = repoint(db, training_machine(), "acme", "FAILED", "reset by bo: abandoned")
     assert (ended.state, ended.status, ended.reason) == (
-        "FAILED", "terminal", "reset by bo: abandoned"
+        "FAILED",
+        "terminal",
+        "reset by bo: abandoned",
     )
 
 

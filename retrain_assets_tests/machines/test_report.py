@@ -32,7 +32,10 @@ def test_history_lists_every_visit_of_a_run_oldest_first(db, tmp_path):
     advance(db, training_machine(), "acme", services(tmp_path))
     lines = history_lines(db, "acme")
     assert [line.split()[5] for line in lines] == [
-        "INITIAL", "CHECK_LAST_TRAIN", "SUBMIT_JOB", "POLL_JOB"
+        "INITIAL",
+        "CHECK_LAST_TRAIN",
+        "SUBMIT_JOB",
+        "POLL_JOB",
     ]
     assert "SUBMIT_JOB visit 1 -> POLL_JOB: job job-1 attempt 1" in lines[2]
     assert history_lines(db, "acme", run_key="other") == ["no history for acme"]

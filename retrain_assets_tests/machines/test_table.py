@@ -20,7 +20,9 @@ def test_training_machine_has_the_documented_budgets():
     assert states["DOWNLOAD_SAVE"].max_visits == 5
     assert states["AWAIT_CANDIDATE"].max_visits == states["AWAIT_GATE"].max_visits == 100
     assert [n for n, s in states.items() if s.may_yield] == [
-        "POLL_JOB", "AWAIT_CANDIDATE", "AWAIT_GATE"
+        "POLL_JOB",
+        "AWAIT_CANDIDATE",
+        "AWAIT_GATE",
     ]
 
 

@@ -64,7 +64,11 @@ def test_resumes_after_a_restart_without_resubmitting(db, tmp_path):
     assert after.candidates.saved[("acme", "k1")].job_id == "job-1"
     assert pointer(db, "training", "acme").visits["POLL_JOB"] == 3
     assert states(db)[-5:] == [
-        "POLL_JOB", "POLL_JOB", "AWAIT_CANDIDATE", "DOWNLOAD_SAVE", "AWAIT_GATE"
+        "POLL_JOB",
+        "POLL_JOB",
+        "AWAIT_CANDIDATE",
+        "DOWNLOAD_SAVE",
+        "AWAIT_GATE",
     ]
 
 
@@ -98,7 +102,10 @@ def test_submit_budget_three_then_failed(db, tmp_path):
     ]
     submits = [h for h in history(db, "training", "acme") if h.state == "SUBMIT_JOB"]
     assert [(h.visit, h.ok, h.note) for h in submits] == [
-        (1, False, None), (2, False, None), (3, False, None), (4, False, "not run"),
+        (1, False, None),
+        (2, False, None),
+        (3, False, None),
+        (4, False, "not run"),
     ]
 
 
@@ -167,7 +174,11 @@ def test_download_budget_then_failed_and_a_retry_costs_a_download_only(db, tmp_p
     assert advance(db, training_machine(), "acme", fetching(svc)).pointer.state == "AWAIT_GATE"
     assert (svc.gpu.calls["download"], svc.gpu.calls["submit"]) == (6, 1)
     assert states(db)[-5:] == [
-        "INITIAL", "CHECK_LAST_TRAIN", "AWAIT_CANDIDATE", "DOWNLOAD_SAVE", "AWAIT_GATE"
+        "INITIAL",
+        "CHECK_LAST_TRAIN",
+        "AWAIT_CANDIDATE",
+        "DOWNLOAD_SAVE",
+        "AWAIT_GATE",
     ]
 
 
@@ -206,7 +217,11 @@ def test_a_remote_success_costs_a_download_in_the_candidate_run_and_then_the_gat
     fetched = advance(db, training_machine(), "acme", fetching(svc))
     assert (fetched.waiting, fetched.pointer.state) == (True, "AWAIT_GATE")
     assert states(db) == [
-        "INITIAL", "CHECK_LAST_TRAIN", "AWAIT_CANDIDATE", "AWAIT_CANDIDATE", "DOWNLOAD_SAVE",
+        "INITIAL",
+        "CHECK_LAST_TRAIN",
+        "AWAIT_CANDIDATE",
+        "AWAIT_CANDIDATE",
+        "DOWNLOAD_SAVE",
         "AWAIT_GATE",
     ]
     assert svc.gpu.calls == {"find": 1, "download": 1}

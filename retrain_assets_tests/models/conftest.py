@@ -50,15 +50,23 @@ def model_world(
         monkeypatch.setenv("RETRAIN_GPU_TOKEN", TOKEN)
         instance.add_dynamic_partitions(CUSTOMERS.name, [s.name for s in TENANTS])
         last = (START + dt.timedelta(days=DAYS - 1)).isoformat()
-        result = build_definitions().resolve_job_def(FEATURES_JOB).execute_in_process(
-            instance=instance,
-            tags={
-                "dagster/asset_partition_range_start": START.isoformat(),
-                "dagster/asset_partition_range_end": last,
-            },
+        result = (
+            build_definitions()
+            .resolve_job_def(FEATURES_JOB)
+            .execute_in_process(
+                instance=instance,
+                tags={
+                    "dagster/asset_partition_range_start": START.isoformat(),
+                    "dagster/asset_partition_range_end": last,
+                },
+            )
         )
         assert result.success
         yield {
-            "instance": instance, "service": service, "db": app_db, "last_day": last,
-            "mlflow_uri": mlflow_uri, "home": home,
+            "instance": instance,
+            "service": service,
+            "db": app_db,
+            "last_day": last,
+            "mlflow_uri": mlflow_uri,
+            "home": home,
         }

@@ -23,7 +23,8 @@ def frame(rows: int, seed: int) -> pd.DataFrame:
 def model_file(tmp_path, train: pd.DataFrame, rounds: int, name: str) -> str:
     booster = lightgbm.train(
         {"objective": "regression", "verbose": -1, "seed": 1, "deterministic": True},
-        lightgbm.Dataset(train[MODEL_FEATURES], train[LABEL]), num_boost_round=rounds,
+        lightgbm.Dataset(train[MODEL_FEATURES], train[LABEL]),
+        num_boost_round=rounds,
     )
     path = tmp_path / f"{name}.txt"
     booster.save_model(str(path))
@@ -41,8 +42,10 @@ def test_a_good_candidate_beats_the_seasonal_naive_baseline(tmp_path):
 
 def test_a_weak_candidate_loses_to_a_re_scored_champion(tmp_path):
     train, holdout = frame(2000, 1), frame(300, 2)
-    champion = ReferenceModel("champion demand_forecast.acme v1",
-                        lightgbm_predictor(model_file(tmp_path, train, 80, "champ")))
+    champion = ReferenceModel(
+        "champion demand_forecast.acme v1",
+        lightgbm_predictor(model_file(tmp_path, train, 80, "champ")),
+    )
     weak = lightgbm_predictor(model_file(tmp_path, train, 2, "weak"))
     outcome = evaluate(holdout, weak, champion, 0.02)
     assert not outcome.verdict.passed
@@ -64,8 +67,10 @@ def test_a_candidate_worse_than_the_challenger_fails_though_it_beats_seasonal_na
     actual = holdout[LABEL].to_numpy(float)
     noise = np.random.default_rng(9).normal(0, 1, len(actual))
     challenger = ReferenceModel(
-        "challenger demand_forecast.acme v1", lambda f: np.clip(actual + noise, 0, None),
-        "challenger", "1",
+        "challenger demand_forecast.acme v1",
+        lambda f: np.clip(actual + noise, 0, None),
+        "challenger",
+        "1",
     )
     candidate = lambda f: np.clip(actual + 1.05 * noise, 0, None)  # noqa: E731 a bit worse
     assert evaluate(holdout, candidate, None, 0.02).verdict.passed  # naive is far behind

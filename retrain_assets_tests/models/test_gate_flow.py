@@ -79,18 +79,23 @@ def execute(instance, request: dg.RunRequest, selection=None) -> dg.ExecuteInPro
 
 
 def gate(result: dg.ExecuteInProcessResult) -> dg.AssetCheckEvaluation:
-    [evaluation] = [e for e in result.get_asset_check_evaluations()
-                    if e.check_name == "beats_champion"]
+    [evaluation] = [
+        e for e in result.get_asset_check_evaluations() if e.check_name == "beats_champion"
+    ]
     return evaluation
 
 
 def audit(uri: str) -> subprocess.CompletedProcess:
     """Run `retrain-assets audit` for this module's customer (MLflow is shared by the session;
     the deployment records it checks the aliases against are this test's project database)."""
-    env = {"PATH": str(Path(sys.executable).parent), "MLFLOW_TRACKING_URI": uri,
-           "RETRAIN_APP_PG_URL": os.environ["RETRAIN_APP_PG_URL"]}
-    return subprocess.run([CLI, "audit", "--customer", CUSTOMER], env=env, capture_output=True,
-                          text=True, timeout=300)
+    env = {
+        "PATH": str(Path(sys.executable).parent),
+        "MLFLOW_TRACKING_URI": uri,
+        "RETRAIN_APP_PG_URL": os.environ["RETRAIN_APP_PG_URL"],
+    }
+    return subprocess.run(
+        [CLI, "audit", "--customer", CUSTOMER], env=env, capture_output=True, text=True, timeout=300
+    )
 
 
 def test_a_winner_is_registered_once_as_challenger_and_retries_change_nothing(model_world):
@@ -135,16 +140,22 @@ def test_a_winner_is_registered_once_as_challenger_and_retries_change_nothing(mo
     # A registry seeded with a duplicate: the CLI and the asset check both name the run key.
     model_id = registry.logged_model_id(run.info.run_id)
     duplicate = registry.client.create_model_version(
-        model_name(CUSTOMER), source=f"models:/{model_id}", run_id=run.info.run_id,
-        tags={"run_key": key, "customer": CUSTOMER}, model_id=model_id,
+        model_name(CUSTOMER),
+        source=f"models:/{model_id}",
+        run_id=run.info.run_id,
+        tags={"run_key": key, "customer": CUSTOMER},
+        model_id=model_id,
     )
     try:
         dirty = audit(uri)
         assert dirty.returncode == 1
         assert f"run key {key} has 2 registered versions" in dirty.stdout
         checked = execute(instance, request, selection=[dg.AssetKey("registered_model")])
-        [check] = [e for e in checked.get_asset_check_evaluations()
-                   if e.check_name == "one_version_per_run_key"]
+        [check] = [
+            e
+            for e in checked.get_asset_check_evaluations()
+            if e.check_name == "one_version_per_run_key"
+        ]
         assert not check.passed and key in check.description
     finally:
         registry.client.delete_model_version(model_name(CUSTOMER), duplicate.version)
@@ -193,7 +204,9 @@ def test_a_loser_fails_the_gate_against_the_champion_rescored_now(model_world, p
             rows = graphql(port, CHECK_EXECUTIONS, {"partition": CUSTOMER})
         latest = rows["assetCheckExecutions"][0]
         assert (latest["runId"], latest["status"], latest["partition"]) == (
-            result.run_id, "FAILED", CUSTOMER,
+            result.run_id,
+            "FAILED",
+            CUSTOMER,
         )
         assert latest["evaluation"]["success"] is False
         assert "does not beat" in latest["evaluation"]["description"]

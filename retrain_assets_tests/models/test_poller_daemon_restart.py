@@ -39,7 +39,10 @@ def start_daemon(log: Path) -> subprocess.Popen:
     with log.open("ab") as out:
         return subprocess.Popen(
             with_default_signals([DAEMON, "run", "-w", str(repo_file("workspace.yaml"))]),
-            env=dict(os.environ), stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            env=dict(os.environ),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
 
 
@@ -57,8 +60,10 @@ def stop_daemon(daemon: subprocess.Popen) -> None:
 def candidate_runs(instance: dg.DagsterInstance) -> list[dg.DagsterRun]:
     """Return the runs the poller launched: candidate, its gate and the registration."""
     return [
-        run for run in instance.get_runs()
-        if run.asset_selection and {k.to_user_string() for k in run.asset_selection}
+        run
+        for run in instance.get_runs()
+        if run.asset_selection
+        and {k.to_user_string() for k in run.asset_selection}
         == {"model_candidate", "registered_model"}
     ]
 
@@ -97,24 +102,43 @@ def test_a_killed_daemon_resumes_the_wait_and_fetches_exactly_one_candidate(
 
         with dg.DagsterInstance.get() as instance:
             instance.add_dynamic_partitions(CUSTOMERS.name, [s.name for s in TENANTS])
-            features = build_definitions().resolve_job_def(FEATURES_JOB).execute_in_process(
-                instance=instance,
-                tags={"dagster/asset_partition_range_start": "2025-01-01",
-                      "dagster/asset_partition_range_end": "2025-02-14"},
+            features = (
+                build_definitions()
+                .resolve_job_def(FEATURES_JOB)
+                .execute_in_process(
+                    instance=instance,
+                    tags={
+                        "dagster/asset_partition_range_start": "2025-01-01",
+                        "dagster/asset_partition_range_end": "2025-02-14",
+                    },
+                )
             )
             assert features.success
-            config = {"ops": {"training_job": {"config": {
-                "first_day": "2025-01-01", "last_day": "2025-02-14", "num_boost_round": 40,
-                "checkpoint_every": 10,
-                "faults": {"slow_seconds_per_round": 0.3, "on_attempts": [1]},
-            }}}}
+            config = {
+                "ops": {
+                    "training_job": {
+                        "config": {
+                            "first_day": "2025-01-01",
+                            "last_day": "2025-02-14",
+                            "num_boost_round": 40,
+                            "checkpoint_every": 10,
+                            "faults": {"slow_seconds_per_round": 0.3, "on_attempts": [1]},
+                        }
+                    }
+                }
+            }
             submitted = dg.materialize(
-                [training_job], partition_key=CUSTOMER, run_config=config, instance=instance,
+                [training_job],
+                partition_key=CUSTOMER,
+                run_config=config,
+                instance=instance,
                 resources=build_definitions().resources,
             )
-            key = submitted.asset_materializations_for_node("training_job")[0].metadata[
-                "run_key"
-            ].value
+            key = (
+                submitted.asset_materializations_for_node("training_job")[0]
+                .metadata["run_key"]
+                .value
+            )
             db = os.environ["RETRAIN_APP_PG_URL"]
             before = poll_visits(db)
 
@@ -127,12 +151,16 @@ def test_a_killed_daemon_resumes_the_wait_and_fetches_exactly_one_candidate(
                 assert pointer(db, "training", CUSTOMER).state == "POLL_JOB"
                 daemon = start_daemon(log)
                 wait_for(
-                    lambda: pointer(db, "training", CUSTOMER).state == "DONE", 180,
-                    "the candidate fetched by a daemon-launched run", log,
+                    lambda: pointer(db, "training", CUSTOMER).state == "DONE",
+                    180,
+                    "the candidate fetched by a daemon-launched run",
+                    log,
                 )
                 wait_for(
-                    lambda: any(r.is_finished for r in candidate_runs(instance)), 120,
-                    "the candidate run (gate and registration included) to finish", log,
+                    lambda: any(r.is_finished for r in candidate_runs(instance)),
+                    120,
+                    "the candidate run (gate and registration included) to finish",
+                    log,
                 )
             finally:
                 stop_daemon(daemon)

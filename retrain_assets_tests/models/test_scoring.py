@@ -13,8 +13,12 @@ def test_wape_by_hand():
 
 @pytest.mark.parametrize(
     ("forecast", "message"),
-    [([1.0, np.nan], "non-finite"), ([1.0, np.inf], "non-finite"), ([1.0, -0.5], "negative"),
-     ([1.0], "1 forecasts for 2 actuals")],
+    [
+        ([1.0, np.nan], "non-finite"),
+        ([1.0, np.inf], "non-finite"),
+        ([1.0, -0.5], "negative"),
+        ([1.0], "1 forecasts for 2 actuals"),
+    ],
 )
 def test_unscorable_forecasts_are_refused_with_the_reason(forecast, message):
     with pytest.raises(InvalidForecast, match=message):

@@ -22,10 +22,20 @@ CUSTOMER = "alpha-us"
 
 
 def train_config(**extra) -> dict:
-    return {"ops": {"training_job": {"config": {
-        "first_day": "2025-01-01", "last_day": "2025-02-19", "holdout_days": 7,
-        "num_boost_round": 40, "checkpoint_every": 10, **extra,
-    }}}}
+    return {
+        "ops": {
+            "training_job": {
+                "config": {
+                    "first_day": "2025-01-01",
+                    "last_day": "2025-02-19",
+                    "holdout_days": 7,
+                    "num_boost_round": 40,
+                    "checkpoint_every": 10,
+                    **extra,
+                }
+            }
+        }
+    }
 
 
 def materialize(instance, selection, run_config, raise_on_error=True, customer=CUSTOMER):
@@ -85,7 +95,8 @@ def test_the_run_ends_while_the_job_trains_and_the_poller_fetches_one_candidate(
     }
     assert [c for c in psutil.Process().children(recursive=True) if c.pid not in service_tree] == []
     assert {p.customer for p in pointers_in_state(db, "training", "POLL_JOB")} == {
-        CUSTOMER, "beta-de"
+        CUSTOMER,
+        "beta-de",
     }
     assert service.job(job_id)["status"] in ("queued", "running")
     polled = tick(instance)
@@ -108,9 +119,7 @@ def test_the_run_ends_while_the_job_trains_and_the_poller_fetches_one_candidate(
 
     # Asked again (a retried run, the same key requested twice): still one job, one candidate.
     again = materialize(instance, [training_job], train_config(**slow))
-    assert again.asset_materializations_for_node("training_job")[0].metadata[
-        "run_key"
-    ].value == key
+    assert again.asset_materializations_for_node("training_job")[0].metadata["run_key"].value == key
     materialize(instance, [model_candidate], request.run_config)
     assert CandidateTable(db, storage_root()).count_for(key) == 1
     assert service.client().find(key).id == job_id
@@ -121,8 +130,9 @@ def test_a_submission_that_always_fails_stops_after_three_attempts(model_world, 
     from retrain_assets_tests.gpu.service_process import free_port
 
     monkeypatch.setenv("RETRAIN_GPU_URL", f"http://127.0.0.1:{free_port()}")  # nobody there
-    result = materialize(model_world["instance"], [training_job], train_config(),
-                         raise_on_error=False)
+    result = materialize(
+        model_world["instance"], [training_job], train_config(), raise_on_error=False
+    )
     assert not result.success
     error = result.get_step_failure_events()[0].step_failure_data.error.to_string()
     assert "max retries reached" in error

@@ -35,13 +35,25 @@ def db(app_db: str) -> str:
 def publish(db: str) -> Publish:
     """Publish days [first, last] with `rows` per customer, as store_day_features does."""
 
-    def _publish(first: int, last: int, rows: dict[str, int], backfill: str | None = None,
-                 version: str = "v1") -> None:
+    def _publish(
+        first: int,
+        last: int,
+        rows: dict[str, int],
+        backfill: str | None = None,
+        version: str = "v1",
+    ) -> None:
         for n in range(first, last + 1):
-            publish_snapshot(db, SnapshotRecord(
-                partition_date=day(n), data_version=f"{version}-{n}", feature_version="f1",
-                rows_per_customer=rows, from_backfill=backfill is not None, backfill_id=backfill,
-                run_id="run",
-            ))
+            publish_snapshot(
+                db,
+                SnapshotRecord(
+                    partition_date=day(n),
+                    data_version=f"{version}-{n}",
+                    feature_version="f1",
+                    rows_per_customer=rows,
+                    from_backfill=backfill is not None,
+                    backfill_id=backfill,
+                    run_id="run",
+                ),
+            )
 
     return _publish

@@ -70,7 +70,9 @@ def test_a_manual_run_records_one_manual_decision_and_resolves_a_drift_alert(db,
     assert set(pending_alerts(db)) == {"acme"}
     manual = manual_decision(db, "acme", ref, run("run-9", **{"dagster/user": "ana@example"}))
     assert (manual.policy, manual.decided_by, manual.dagster_run_id) == (
-        "manual", "ana@example", "run-9"
+        "manual",
+        "ana@example",
+        "run-9",
     )
     assert pending_alerts(db) == {}
     rerun = run("run-10", **{"dagster/parent_run_id": "run-9", "dagster/root_run_id": "run-9"})

@@ -24,12 +24,17 @@ def write_days(store: ParquetPartitionStore, first: int, last: int, shift: float
         rows = []
         for customer, offset in (("acme", shift if n >= 20 else 0.0), ("bolt", 0.0)):
             for item in range(30):
-                rows.append({
-                    "customer": customer, "store_id": "s1", "item_id": f"i{item}",
-                    "rolling_mean_7": 10 + offset + rng.normal(0, 2),
-                    "rolling_mean_28": 10 + rng.normal(0, 2), "price": 5 + rng.normal(0, 0.5),
-                    "on_promo": bool(rng.random() < 0.1),
-                })
+                rows.append(
+                    {
+                        "customer": customer,
+                        "store_id": "s1",
+                        "item_id": f"i{item}",
+                        "rolling_mean_7": 10 + offset + rng.normal(0, 2),
+                        "rolling_mean_28": 10 + rng.normal(0, 2),
+                        "price": 5 + rng.normal(0, 0.5),
+                        "on_promo": bool(rng.random() < 0.1),
+                    }
+                )
         store.write("store_day_features", day(n).isoformat(), pd.DataFrame(rows))
 
 
@@ -65,8 +70,10 @@ def test_a_shift_in_one_feature_is_measured_in_training_standard_deviations(db, 
 
 
 def test_features_that_never_varied_or_are_missing_do_not_count():
-    baseline = {"price": {"mean": 5.0, "std": 0.0, "n": 10},
-                "rolling_mean_7": {"mean": 10.0, "std": 2.0, "n": 10}}
+    baseline = {
+        "price": {"mean": 5.0, "std": 0.0, "n": 10},
+        "rolling_mean_7": {"mean": 10.0, "std": 2.0, "n": 10},
+    }
     assert standardized_shift(baseline, {"price": {"mean": 9.0, "std": 1.0, "n": 3}}) == (0.0, "")
     recent = {"rolling_mean_7": {"mean": 7.0, "std": 1.0, "n": 3}}
     assert standardized_shift(baseline, recent) == (1.5, "rolling_mean_7")

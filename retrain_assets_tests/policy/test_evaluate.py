@@ -60,9 +60,7 @@ def test_the_schedule_is_due_after_n_days_only_with_something_new(db, publish):
     assert "is 7 days old (every 7 days); 1 new day(s)" in due.reason
 
 
-def test_a_new_customer_waits_for_history_with_the_reason_then_gets_a_first_training(
-    db, publish
-):
+def test_a_new_customer_waits_for_history_with_the_reason_then_gets_a_first_training(db, publish):
     publish(0, 9, {"acme": 10, "bolt": 0})
     now = dt.datetime.now(dt.UTC)
     outcome = decide(db, None, now)
@@ -106,10 +104,13 @@ def test_drift_over_the_threshold_asks_for_approval_and_never_decides(db, publis
     assert calm.action == "skip" and "drift 0.10 < 0.5" in calm.reason
 
 
-@pytest.mark.parametrize(("published", "window", "expected"), [
-    ((0, 99), 90, (10, 99)),
-    ((0, 39), 90, (0, 39)),
-])
+@pytest.mark.parametrize(
+    ("published", "window", "expected"),
+    [
+        ((0, 99), 90, (10, 99)),
+        ((0, 39), 90, (0, 39)),
+    ],
+)
 def test_the_window_is_the_unbroken_run_of_days_ending_at_the_latest(
     db, publish, published, window, expected
 ):

@@ -113,7 +113,8 @@ def ticks(platform: RunningPlatform) -> list[dict]:
 def wait_for_ticks(platform: RunningPlatform, after: float, count: int = 1) -> list[dict]:
     """Wait until the sensor has ticked `count` times after the epoch time `after`."""
     wait_until(
-        lambda: sum(t["timestamp"] > after for t in ticks(platform)) >= count, 60,
+        lambda: sum(t["timestamp"] > after for t in ticks(platform)) >= count,
+        60,
         f"{count} policy ticks",
     )
     return [t for t in ticks(platform) if t["timestamp"] > after]
@@ -143,15 +144,26 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     recorded, so the backfill daemon's pick-up time overlaps the first trainings; the backfill
     test looks at the ticks after both are over.
     """
-    fast = {"RETRAIN_POLICY_INTERVAL_SECONDS": "2", "RETRAIN_POLL_INTERVAL_SECONDS": "2",
-            "RETRAIN_LANDING_AUTOMATION": "off"}  # these tests publish each day themselves
+    fast = {
+        "RETRAIN_POLICY_INTERVAL_SECONDS": "2",
+        "RETRAIN_POLL_INTERVAL_SECONDS": "2",
+        "RETRAIN_LANDING_AUTOMATION": "off",
+    }  # these tests publish each day themselves
     with running_platform(tmp_path_factory.mktemp("policy"), env=fast) as running:
         sales = launch_days(running, "sales", "2026-01-01", "2026-03-10")  # meanwhile: settings
         wait_for_customers(running, 3)
         # 20 of HISTORY's 34 days: a tick half-way through its backfill would see enough
         for customer, history in ((BIG, 20), (MID, 20), (SMALL, 60)):
-            done = cli(running, "policy", "set", customer, "--min-history-days", str(history),
-                       "--min-new-rows", "1000")
+            done = cli(
+                running,
+                "policy",
+                "set",
+                customer,
+                "--min-history-days",
+                str(history),
+                "--min-new-rows",
+                "1000",
+            )
             assert done.returncode == 0, done.stderr
         done = cli(running, "policy", "set", MID, "--drift-threshold", "0.01")
         assert done.returncode == 0, done.stderr
@@ -159,11 +171,20 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         history = launch_backfill(running, ["store_day_features"], HISTORY)
         [history_run] = wait_for_backfill_run(running, history)
         wait_for_run(running, history_run)
-        wait_until(lambda: {(c, p) for _, c, p, _, _ in decisions(running)}
-                   == {(BIG, "schedule"), (MID, "schedule")}, 90, "the first decisions")
+        wait_until(
+            lambda: (
+                {(c, p) for _, c, p, _, _ in decisions(running)}
+                == {(BIG, "schedule"), (MID, "schedule")}
+            ),
+            90,
+            "the first decisions",
+        )
         backfill = launch_backfill(running, ["store_day_features"], OLD_WEEK)
-        wait_until(lambda: machine_state(running, BIG) == machine_state(running, MID) == "DONE",
-                   150, "the first trainings")
+        wait_until(
+            lambda: machine_state(running, BIG) == machine_state(running, MID) == "DONE",
+            150,
+            "the first trainings",
+        )
         yield World(running, history_run, backfill)
 
 
@@ -229,10 +250,19 @@ def test_new_days_crossing_the_volume_threshold_make_one_decision_and_one_run(wo
     new = [row for row in decisions(platform) if row[0] not in before]
     assert [(c, p) for _, c, p, _, _ in new] == [(BIG, "volume")]
     decision_id = new[0][0]
-    wait_until(lambda: any(r["tags"].get("retrain/decision_id") == str(decision_id)
-                           for r in training_runs(platform)), 30, "the decision's run")
-    runs = [r for r in training_runs(platform)
-            if r["tags"].get("retrain/decision_id") == str(decision_id)]
+    wait_until(
+        lambda: any(
+            r["tags"].get("retrain/decision_id") == str(decision_id)
+            for r in training_runs(platform)
+        ),
+        30,
+        "the decision's run",
+    )
+    runs = [
+        r
+        for r in training_runs(platform)
+        if r["tags"].get("retrain/decision_id") == str(decision_id)
+    ]
     assert len(runs) == 1 and runs[0]["tags"]["dagster/partition"] == BIG
     assert runs[0]["tags"]["retrain/policy"] == "volume"
     reasons = [t["skipReason"] for t in ticks(platform) if t["skipReason"]]
@@ -264,12 +294,19 @@ def test_the_same_tick_evaluated_twice_requests_one_run(world):
 
     started = platform.graphql(START, {"selector": SELECTOR})["startSensor"]
     assert started["__typename"] == "Sensor", started
-    wait_until(lambda: any(
-        r["tags"].get("retrain/decision_id") == str(ours[0][0]) for r in training_runs(platform)
-    ), 30, "the daemon launching the decision")
+    wait_until(
+        lambda: any(
+            r["tags"].get("retrain/decision_id") == str(ours[0][0]) for r in training_runs(platform)
+        ),
+        30,
+        "the daemon launching the decision",
+    )
     wait_for_ticks(platform, time.time())
-    runs = [r for r in training_runs(platform)
-            if r["tags"].get("retrain/decision_id") == str(ours[0][0])]
+    runs = [
+        r
+        for r in training_runs(platform)
+        if r["tags"].get("retrain/decision_id") == str(ours[0][0])
+    ]
     assert len(runs) == 1 and runs[0]["tags"]["dagster/run_key"] == mine[0].run_key
     assert len([row for row in decisions(platform) if row[1] == SMALL]) == 1
 
@@ -284,16 +321,28 @@ def test_drift_waits_for_approval_and_the_approval_is_one_decision(world):
     assert f"(launch approve_drift_retraining for {MID})" in latest
 
     launch_run(platform, "approve_drift_retraining", {"dagster/partition": MID})
-    wait_until(lambda: any(row[1] == MID and row[2] == "drift" for row in decisions(platform)),
-               60, "the approval's decision")
+    wait_until(
+        lambda: any(row[1] == MID and row[2] == "drift" for row in decisions(platform)),
+        60,
+        "the approval's decision",
+    )
     drift = [row for row in decisions(platform) if row[1] == MID and row[2] == "drift"]
-    wait_until(lambda: any(r["tags"].get("retrain/decision_id") == str(drift[0][0])
-                           for r in training_runs(platform)), 30, "the approved decision's run")
+    wait_until(
+        lambda: any(
+            r["tags"].get("retrain/decision_id") == str(drift[0][0])
+            for r in training_runs(platform)
+        ),
+        30,
+        "the approved decision's run",
+    )
     wait_for_ticks(platform, time.time())
     drift = [row for row in decisions(platform) if row[1] == MID and row[2] == "drift"]
     assert len(drift) == 1 and drift[0][3] == "approval via the Dagster UI"
-    runs = [r for r in training_runs(platform)
-            if r["tags"].get("retrain/decision_id") == str(drift[0][0])]
+    runs = [
+        r
+        for r in training_runs(platform)
+        if r["tags"].get("retrain/decision_id") == str(drift[0][0])
+    ]
     assert len(runs) == 1
     resolved = platform.query("app", "SELECT resolved_by FROM drift_alerts")
     assert resolved == [(drift[0][0],)]
@@ -303,8 +352,9 @@ def test_a_manual_materialization_is_recorded_as_a_manual_decision(world):
     platform = world.platform
     wait_until(lambda: machine_state(platform, BIG) == "DONE", 120, "northwind's training")
     run_id = launch_run(platform, "__ASSET_JOB", {"dagster/partition": BIG}, ["training_job"])
-    wait_until(lambda: any(row[4] == run_id for row in decisions(platform)), 60,
-               "the manual decision")
+    wait_until(
+        lambda: any(row[4] == run_id for row in decisions(platform)), 60, "the manual decision"
+    )
     manual = [row for row in decisions(platform) if row[4] == run_id]
     assert [(c, p, by) for _, c, p, by, _ in manual] == [
         (BIG, "manual", "manual via the Dagster UI")

@@ -56,7 +56,9 @@ def test_a_tick_evaluated_twice_decides_once_and_requests_the_same_run_key(
     first, again = tick(instance, db, tmp_path), tick(instance, db, tmp_path)
     [decision] = list_decisions(db)
     assert (decision.customer, decision.policy, decision.dagster_run_id) == (
-        "acme", "schedule", None
+        "acme",
+        "schedule",
+        None,
     )
     for result in (first, again):
         [request] = result.run_requests
@@ -107,7 +109,9 @@ def test_a_customer_whose_machine_or_training_run_is_busy_gets_no_decision(
     publish(0, 24, {"acme": 10, "bolt": 10})
     start_run(db, training_machine(), "acme", "key-1", {"spec": {}})
     running = dg.DagsterRun(
-        job_name="__ASSET_JOB", run_id="started-run", status=dg.DagsterRunStatus.STARTED,
+        job_name="__ASSET_JOB",
+        run_id="started-run",
+        status=dg.DagsterRunStatus.STARTED,
         tags={"dagster/partition": "bolt"},
         asset_selection=frozenset({dg.AssetKey("training_job")}),
     )
@@ -176,7 +180,9 @@ def test_open_decisions_with_no_snapshot_or_no_customer_still_make_a_valid_tick(
 
 def feature_run(instance, status, run_id="features-run", selection=("store_day_features",)):
     run = dg.DagsterRun(
-        job_name="__ASSET_JOB", run_id=run_id, status=status,
+        job_name="__ASSET_JOB",
+        run_id=run_id,
+        status=status,
         tags={"dagster/asset_partition_range_start": day(0).isoformat()},
         asset_selection=frozenset(dg.AssetKey(name) for name in selection),
     )
@@ -216,10 +222,17 @@ def test_a_whole_features_job_run_and_a_backfill_not_launched_yet_hold_decisions
     message = tick(instance, db, tmp_path).skip_reason.skip_message
     assert f"run {queued.run_id} (sales, store_day_features, STARTING)" in message
     instance.delete_run(queued.run_id)
-    instance.add_backfill(PartitionBackfill(
-        "bf-history", BulkActionStatus.REQUESTED, False, {}, time.time(),
-        asset_selection=[dg.AssetKey("store_day_features")], serialized_asset_backfill_data="{}",
-    ))
+    instance.add_backfill(
+        PartitionBackfill(
+            "bf-history",
+            BulkActionStatus.REQUESTED,
+            False,
+            {},
+            time.time(),
+            asset_selection=[dg.AssetKey("store_day_features")],
+            serialized_asset_backfill_data="{}",
+        )
+    )
     message = tick(instance, db, tmp_path).skip_reason.skip_message
     assert message.endswith("backfill bf-history (store_day_features, not launched yet)")
     feature_run(instance, dg.DagsterRunStatus.SUCCESS, "bf-run")

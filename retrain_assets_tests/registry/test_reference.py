@@ -19,15 +19,17 @@ pytestmark = pytest.mark.system
 
 def registered(registry, name, model_file, example_frame) -> tuple[str, str]:
     key = run_key()
-    return key, registry.register(name, key, logged_run(registry, name, key, model_file,
-                                                          example_frame))
+    return key, registry.register(
+        name, key, logged_run(registry, name, key, model_file, example_frame)
+    )
 
 
 def test_the_reference_is_the_champion_else_the_challenger_never_the_candidate_itself(
     mlflow_uri, model_file, example_frame, monkeypatch
 ):
     monkeypatch.setattr(
-        "retrain_assets.models.reference.MODEL_FEATURES", FEATURES  # the tiny test model's
+        "retrain_assets.models.reference.MODEL_FEATURES",
+        FEATURES,  # the tiny test model's
     )
     registry, name = MlflowRegistry(mlflow_uri), customer()
     nothing = choose_reference(registry, name, run_key())
@@ -36,7 +38,9 @@ def test_the_reference_is_the_champion_else_the_challenger_never_the_candidate_i
     first_key, first = registered(registry, name, model_file, example_frame)
     chosen = choose_reference(registry, name, run_key())
     assert (chosen.model.label, chosen.model.alias, chosen.model.version) == (
-        f"challenger {model_name(name)} v{first}", CHALLENGER, first
+        f"challenger {model_name(name)} v{first}",
+        CHALLENGER,
+        first,
     )
     assert chosen.champion_version is None
     expected = registry.load_version(name, first).predict(example_frame[FEATURES])

@@ -64,8 +64,11 @@ class ServingProcess:
             **self.extra_env,
         )
         self.process = start_until_healthy(
-            [*SERVE, "--port", str(self.port)], env, self.log_path,
-            f"{self.url}/v2/health/ready", self.log,
+            [*SERVE, "--port", str(self.port)],
+            env,
+            self.log_path,
+            f"{self.url}/v2/health/ready",
+            self.log,
         )
 
     def stop(self) -> int:

@@ -22,8 +22,14 @@ CHROMIUM = "/usr/bin/chromium"
 # --disable-background-networking and friends: Chromium's own calls home are refused on a
 # closed network, and without these flags that refusal breaks its loopback connections too.
 CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 ]
 VIEWPORT = {"width": 1400, "height": 900}
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
@@ -84,9 +90,7 @@ class Journey:
             return f"(could not save the page: {error})"
         return f"the page as it was: {png} and {html}"
 
-    def wait_for(
-        self, condition: Callable[[], object], seconds: float, what: str
-    ) -> None:
+    def wait_for(self, condition: Callable[[], object], seconds: float, what: str) -> None:
         """Wait until `condition()` holds, as `wait_until` does; save the page if it never does."""
         wait_until(condition, seconds, what, detail=lambda: self.save_page("timed-out"))
 

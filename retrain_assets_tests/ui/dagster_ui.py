@@ -23,7 +23,8 @@ def open_asset(journey: Journey, asset: str, query: str = "") -> None:
         journey.page.get_by_role("heading", name=asset).or_(
             journey.page.get_by_text(asset, exact=True)
         ),
-        PAGE_SECONDS, f"the page of {asset}",
+        PAGE_SECONDS,
+        f"the page of {asset}",
     )
 
 
@@ -31,12 +32,14 @@ def open_materialize_dialog(journey: Journey, asset: str) -> Locator:
     """Open an asset's page, click "Materialize…" and return the launch dialog."""
     open_asset(journey, asset)
     page = journey.page
-    journey.wait_visible(page.get_by_text("Latest materialization"), PAGE_SECONDS,
-                         f"{asset}'s status")
+    journey.wait_visible(
+        page.get_by_text("Latest materialization"), PAGE_SECONDS, f"{asset}'s status"
+    )
     page.get_by_role("button", name="Materialize…").click()
     dialog = page.get_by_role("dialog")
-    journey.wait_visible(dialog.get_by_text("Partition selection"), PAGE_SECONDS,
-                         "the materialize dialog")
+    journey.wait_visible(
+        dialog.get_by_text("Partition selection"), PAGE_SECONDS, "the materialize dialog"
+    )
     return dialog
 
 
@@ -51,8 +54,11 @@ def choose_day_range(journey: Journey, dialog: Locator, first: str, last: str, c
     box = dialog.get_by_role("textbox").first
     box.fill(f"[{first}...{last}]")
     box.press("Enter")
-    journey.wait_visible(dialog.get_by_text(f"{count} partitions", exact=True), PAGE_SECONDS,
-                         f"{count} partitions selected")
+    journey.wait_visible(
+        dialog.get_by_text(f"{count} partitions", exact=True),
+        PAGE_SECONDS,
+        f"{count} partitions selected",
+    )
 
 
 def choose_partition(journey: Journey, dialog: Locator, partition: str) -> None:
@@ -63,15 +69,17 @@ def choose_partition(journey: Journey, dialog: Locator, partition: str) -> None:
     option = page.get_by_role("menuitem").filter(has=page.get_by_text(partition, exact=True))
     journey.wait_visible(option, PAGE_SECONDS, f"{partition} offered").click()
     dialog.get_by_text("Launch runs to materialize").click()  # closes the drop-down
-    journey.wait_visible(dialog.get_by_text("1 partition", exact=True), PAGE_SECONDS,
-                         f"{partition} selected")
+    journey.wait_visible(
+        dialog.get_by_text("1 partition", exact=True), PAGE_SECONDS, f"{partition} selected"
+    )
 
 
 def launch_backfill(journey: Journey, dialog: Locator) -> str:
     """Click "Launch backfill"; return the backfill id the UI reports."""
     dialog.get_by_role("button", name="Launch backfill").click()
     confirmation = journey.read_when_shown(
-        journey.page.get_by_text(re.compile(r"Created backfill \w+")), PAGE_SECONDS,
+        journey.page.get_by_text(re.compile(r"Created backfill \w+")),
+        PAGE_SECONDS,
         "the backfill's confirmation",
     )
     return confirmation.split()[-1]
@@ -85,12 +93,14 @@ def launch_one_run(journey: Journey, dialog: Locator) -> str:
     """
     page = journey.page
     dialog.get_by_role("button", name="Launch 1 run").click()
-    confirmation = journey.read_when_shown(page.get_by_text(re.compile(r"Launched run \w+")),
-                                           PAGE_SECONDS, "the run's confirmation")
+    confirmation = journey.read_when_shown(
+        page.get_by_text(re.compile(r"Launched run \w+")), PAGE_SECONDS, "the run's confirmation"
+    )
     short_id = confirmation.split()[-1]
     journey.open("/runs")
-    journey.wait_visible(page.get_by_role("link", name=short_id), PAGE_SECONDS,
-                         f"run {short_id} on the Runs page").click()
+    journey.wait_visible(
+        page.get_by_role("link", name=short_id), PAGE_SECONDS, f"run {short_id} on the Runs page"
+    ).click()
     journey.wait_for(lambda: RUN_ID.search(page.url), PAGE_SECONDS, "the run's page")
     run_id = RUN_ID.search(page.url).group(1)
     assert run_id.startswith(short_id), (run_id, short_id)
@@ -112,8 +122,13 @@ def run_status(journey: Journey) -> str:
 
 def follow_run(journey: Journey, run_id: str, seconds: float) -> None:
     """Stay on the run's page until it shows Success; fail at once on Failure or Canceled."""
-    journey.wait_until_text(lambda: run_status(journey), "Success", ("Failure", "Canceled"),
-                            seconds, f"run {run_id} succeeding")
+    journey.wait_until_text(
+        lambda: run_status(journey),
+        "Success",
+        ("Failure", "Canceled"),
+        seconds,
+        f"run {run_id} succeeding",
+    )
 
 
 def backfill_status(journey: Journey) -> str:
@@ -125,8 +140,13 @@ def backfill_status(journey: Journey) -> str:
 def follow_backfill(journey: Journey, backfill_id: str, seconds: float) -> None:
     """Open the backfill's page and stay until it shows Succeeded; fail on Failed/Canceled."""
     journey.open(f"/runs/b/{backfill_id}")
-    journey.wait_until_text(lambda: backfill_status(journey), "Succeeded",
-                            ("Failed", "Canceled"), seconds, f"backfill {backfill_id} finishing")
+    journey.wait_until_text(
+        lambda: backfill_status(journey),
+        "Succeeded",
+        ("Failed", "Canceled"),
+        seconds,
+        f"backfill {backfill_id} finishing",
+    )
 
 
 def check_partition_detail(journey: Journey, asset: str, check: str, partition: str) -> Locator:
@@ -136,8 +156,9 @@ def check_partition_detail(journey: Journey, asset: str, check: str, partition: 
     page.get_by_text(check, exact=True).first.click()
     journey.wait_visible(page.get_by_text("Latest execution"), PAGE_SECONDS, f"{check}")
     page.get_by_text("Partitions", exact=True).last.click()
-    journey.wait_visible(page.get_by_placeholder("Filter by partition"), PAGE_SECONDS,
-                         f"{check}'s partitions").fill(partition)
+    journey.wait_visible(
+        page.get_by_placeholder("Filter by partition"), PAGE_SECONDS, f"{check}'s partitions"
+    ).fill(partition)
     # a long name is truncated in the middle on screen; its title attribute is whole
     page.get_by_title(partition, exact=True).last.click()
     pane = (
@@ -146,8 +167,9 @@ def check_partition_detail(journey: Journey, asset: str, check: str, partition: 
         .filter(has=page.get_by_title(partition, exact=True))
         .last
     )
-    journey.wait_visible(pane.get_by_text("Description", exact=True), PAGE_SECONDS,
-                         f"{check} of {partition}")
+    journey.wait_visible(
+        pane.get_by_text("Description", exact=True), PAGE_SECONDS, f"{check} of {partition}"
+    )
     return pane
 
 
@@ -158,10 +180,16 @@ def partition_detail(journey: Journey, asset: str, partition: str) -> Locator:
     pane = (
         page.locator("div")
         .filter(has=page.get_by_text(re.compile(r"View all historical events")))
-        .filter(has=page.get_by_title(partition, exact=True).or_(
-            page.get_by_text(partition, exact=True)))
+        .filter(
+            has=page.get_by_title(partition, exact=True).or_(
+                page.get_by_text(partition, exact=True)
+            )
+        )
         .last
     )
-    journey.wait_visible(pane.get_by_text("Materialized", exact=True), PAGE_SECONDS,
-                         f"{asset} {partition} materialized")
+    journey.wait_visible(
+        pane.get_by_text("Materialized", exact=True),
+        PAGE_SECONDS,
+        f"{asset} {partition} materialized",
+    )
     return pane

@@ -53,16 +53,22 @@ def candidate_run(platform: RunningPlatform, run_key: str) -> dict | None:
 
 def wait_for_candidate_run(platform: RunningPlatform, run_key: str, seconds: float) -> str:
     """Wait until the poller has requested the run key's candidate run; return its id."""
-    wait_until(lambda: candidate_run(platform, run_key), seconds,
-               f"gpu_job_poller requesting the candidate run of {run_key}")
+    wait_until(
+        lambda: candidate_run(platform, run_key),
+        seconds,
+        f"gpu_job_poller requesting the candidate run of {run_key}",
+    )
     return candidate_run(platform, run_key)["runId"]
 
 
 def wait_for_candidate_run_end(platform: RunningPlatform, run_key: str, seconds: float) -> str:
     """Wait until the run key's candidate run has finished; return its status."""
     wait_for_candidate_run(platform, run_key, seconds)
-    wait_until(lambda: candidate_run(platform, run_key)["status"] in FINISHED, seconds,
-               f"the candidate run of {run_key} finishing")
+    wait_until(
+        lambda: candidate_run(platform, run_key)["status"] in FINISHED,
+        seconds,
+        f"the candidate run of {run_key} finishing",
+    )
     return candidate_run(platform, run_key)["status"]
 
 

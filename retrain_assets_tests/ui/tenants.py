@@ -31,6 +31,9 @@ def land(platform: RunningPlatform, purpose: str) -> str:
         "SELECT count(*) FROM dynamic_partitions "
         "WHERE partitions_def_name = 'customers' AND partition = %s"
     )
-    wait_until(lambda: platform.query("dagster", sql, (name,))[0][0] == 1, 90,
-               f"customer_discovery adding {name}")
+    wait_until(
+        lambda: platform.query("dagster", sql, (name,))[0][0] == 1,
+        90,
+        f"customer_discovery adding {name}",
+    )
     return name

@@ -32,7 +32,8 @@ query Ticks($selector: SensorSelector!) {
 }
 """
 POLLER = {
-    "repositoryLocationName": "retrain_assets", "repositoryName": "__repository__",
+    "repositoryLocationName": "retrain_assets",
+    "repositoryName": "__repository__",
     "sensorName": "gpu_job_poller",
 }
 
@@ -40,8 +41,11 @@ POLLER = {
 def poller_ticks_after(platform, after: float) -> int:
     """Count the gpu_job_poller's finished ticks after the epoch time `after`."""
     sensor = platform.graphql(POLLER_TICKS, {"selector": POLLER})["sensorOrError"]
-    return sum(1 for t in sensor["sensorState"]["ticks"]
-               if t["timestamp"] > after and t["status"] != "STARTED")
+    return sum(
+        1
+        for t in sensor["sensorState"]["ticks"]
+        if t["timestamp"] > after and t["status"] != "STARTED"
+    )
 
 
 def test_a_week_of_features_backfilled_from_the_asset_page_finishes_and_trains_nothing(
@@ -67,8 +71,9 @@ def test_a_week_of_features_backfilled_from_the_asset_page_finishes_and_trains_n
     [run] = backfill_runs(platform, backfill_id)
     assert run["status"] == "SUCCESS"
     journey.page.get_by_role("tab", name="Runs").click()
-    journey.wait_visible(journey.page.get_by_text(run["runId"][:8], exact=True), 60,
-                         "the backfill's run listed")
+    journey.wait_visible(
+        journey.page.get_by_text(run["runId"][:8], exact=True), 60, "the backfill's run listed"
+    )
     journey.shot("the backfill's one run")
     assert {key["path"][-1] for key in run["assetSelection"]} == {"store_day_features"}
     republished = platform.query(
@@ -83,15 +88,19 @@ def test_a_week_of_features_backfilled_from_the_asset_page_finishes_and_trains_n
     # The daemon's sensors have looked at the platform since, and no run has touched the
     # models of the customer whose features changed (the platform is shared: other tests'
     # customers may have runs of their own).
-    journey.wait_for(lambda: poller_ticks_after(platform, done_at) >= 2, 60,
-                     "two gpu_job_poller ticks after the backfill")
+    journey.wait_for(
+        lambda: poller_ticks_after(platform, done_at) >= 2,
+        60,
+        "two gpu_job_poller ticks after the backfill",
+    )
     since = platform.graphql(RUNS_SINCE, {"since": launched_at})["runsOrError"]["results"]
     assert run["runId"] in {r["runId"] for r in since}
     for other in since:
         targeted = {key["path"][-1] for key in other["assetSelection"] or []}
         tags = {tag["key"]: tag["value"] for tag in other["tags"]}
         assert targeted <= FEATURE_ASSETS or customer not in (
-            tags.get("dagster/partition"), tags.get("customer")
+            tags.get("dagster/partition"),
+            tags.get("customer"),
         ), other
     decided = platform.query(
         "app", "SELECT count(*) FROM retraining_decisions WHERE customer = %s", (customer,)

@@ -32,7 +32,10 @@ def train(platform, customer: str, **params) -> tuple[str, str]:
     """
     config = {"first_day": FIRST_FEATURE_DAY, "last_day": LAST_DAY, **params}
     run_id = launch_run(
-        platform, "__ASSET_JOB", {"dagster/partition": customer}, ["training_job"],
+        platform,
+        "__ASSET_JOB",
+        {"dagster/partition": customer},
+        ["training_job"],
         run_config={"ops": {"training_job": {"config": config}}},
     )
     wait_for_run(platform, run_id)

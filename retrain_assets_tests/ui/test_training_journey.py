@@ -22,9 +22,7 @@ from retrain_assets_tests.ui_actions import publish_days
 pytestmark = [pytest.mark.system, pytest.mark.browser]
 
 
-def test_training_a_customer_from_the_ui_ends_with_its_candidate_registered(
-    journey, ui_platform
-):
+def test_training_a_customer_from_the_ui_ends_with_its_candidate_registered(journey, ui_platform):
     platform = ui_platform
     customer = land(platform, "train")
     publish_days(platform, "sales", FIRST_LANDED.isoformat(), LAST_DAY)
@@ -37,8 +35,9 @@ def test_training_a_customer_from_the_ui_ends_with_its_candidate_registered(
     run_id = launch_one_run(journey, dialog)
     follow_run(journey, run_id, seconds=120)
     key = training_run_key(platform, customer)
-    journey.wait_visible(journey.page.get_by_text(key, exact=True), 60,
-                         f"run key {key} in the run's log")
+    journey.wait_visible(
+        journey.page.get_by_text(key, exact=True), 60, f"run key {key} in the run's log"
+    )
     journey.shot("training_job succeeded: the run ended, the GPU job goes on")
     decided = platform.query(
         "app",

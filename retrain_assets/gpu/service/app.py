@@ -167,6 +167,7 @@ def serve(
         # Called from the scheduler's thread; uvicorn stops gracefully on SIGTERM.
         lost.append(reason)
         os.kill(os.getpid(), signal.SIGTERM)
+
     # uvicorn shuts down gracefully on SIGINT/SIGTERM and then re-raises the signal to the
     # handler it found installed; with ours that ends `serve` normally (exit 0, atexit runs:
     # the embedded Postgres is stopped if we were its last user) instead of dying of it.

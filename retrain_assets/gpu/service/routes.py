@@ -29,9 +29,7 @@ from retrain_assets.gpu.service.store import ArtifactRecord, JobStore, KeyConfli
 
 FAULTS_DISABLED = "fault injection is disabled on this service"
 # A job id in a path: bounded and plain, checked before any query (a NUL would break one).
-JobIdPath = Annotated[
-    str, PathParam(min_length=1, max_length=MAX_JOB_ID, pattern=JOB_ID_PATTERN)
-]
+JobIdPath = Annotated[str, PathParam(min_length=1, max_length=MAX_JOB_ID, pattern=JOB_ID_PATTERN)]
 
 
 def _error(description: str) -> dict[str, Any]:
@@ -42,9 +40,7 @@ def build_router(store: JobStore, scheduler: Scheduler, allow_faults: bool) -> A
     """Return the job routes, bound to this service's store and scheduler."""
     # max_body_size: a body without Content-Length is a 413 as soon as its count passes the
     # limit (RequestGuard, outside, already refused a declared length over it and no token).
-    router = APIRouter(
-        tags=["jobs"], route_class=StrictJsonRoute, max_body_size=MAX_BODY_BYTES
-    )
+    router = APIRouter(tags=["jobs"], route_class=StrictJsonRoute, max_body_size=MAX_BODY_BYTES)
 
     @router.post(
         "/jobs",
