@@ -115,9 +115,9 @@ def tick(url: str, storage: Path, names: list[str]) -> tuple[float, str]:
     """Evaluate the sensor once; return seconds and the start of its skip reason."""
     import dagster as dg
 
+    from retrain_assets.automation.retraining_policy import retraining_policy
     from retrain_assets.customers import CUSTOMERS
     from retrain_assets.features.parquet_store import PartitionStorage
-    from retrain_assets.policy.retraining_policy import retraining_policy
     from retrain_assets.store.resource import ProjectDatabase
 
     with dg.instance_for_test() as instance:

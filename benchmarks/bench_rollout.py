@@ -358,7 +358,7 @@ def count(url: str, sql: str) -> int:
 
 
 def run_size(server, n: int, home: Path, chunk: int) -> dict:
-    from retrain_assets.deployment.settings import RolloutSettings
+    from retrain_assets.deployment.rollout_settings import RolloutSettings
     from retrain_assets.store.server import ensure_database
 
     os.environ["RETRAIN_DB_PREFIX"] = f"br{uuid.uuid4().hex[:8]}_"

@@ -47,7 +47,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # the service helpers live in the test package
     sys.path.insert(0, str(ROOT))
 
-from retrain_assets.models.export import MODEL_FEATURES  # noqa: E402
+from retrain_assets.features.training_export import MODEL_FEATURES  # noqa: E402
 from retrain_assets.registry.mlflow_registry import MlflowRegistry  # noqa: E402
 from retrain_assets.serving.forecaster import Forecaster  # noqa: E402
 from retrain_assets.serving.inputs import rows_batch  # noqa: E402

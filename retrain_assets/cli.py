@@ -10,7 +10,7 @@ import sys
 from retrain_assets.demo.seed import land_demo_tenants
 from retrain_assets.gpu.service.__main__ import add_arguments as add_gpu_arguments
 from retrain_assets.gpu.service.__main__ import run as run_gpu_service
-from retrain_assets.machines.catalog import MACHINES
+from retrain_assets.runtime.machine_catalog import MACHINES
 from retrain_assets.serving.__main__ import add_arguments as add_serve_arguments
 from retrain_assets.serving.__main__ import run as run_serve
 from retrain_assets.settings import landing_root
@@ -80,15 +80,15 @@ def _customers_add(args: argparse.Namespace) -> int:
 
 
 def _diagram(args: argparse.Namespace) -> int:
-    from retrain_assets.machines.catalog import machine_named
     from retrain_assets.machines.diagram import mermaid
+    from retrain_assets.runtime.machine_catalog import machine_named
 
     print(mermaid(machine_named(args.machine)))
     return 0
 
 
 def _status(args: argparse.Namespace) -> int:
-    from retrain_assets.machines.report import status_lines
+    from retrain_assets.runtime.machine_report import status_lines
     from retrain_assets.store.resource import ProjectDatabase
 
     print("\n".join(status_lines(ProjectDatabase().connection_url(), args.customer)))
@@ -97,7 +97,7 @@ def _status(args: argparse.Namespace) -> int:
 
 def _history(args: argparse.Namespace) -> int:
     from retrain_assets.customers import validate_customer_name
-    from retrain_assets.machines.report import history_lines
+    from retrain_assets.runtime.machine_report import history_lines
     from retrain_assets.store.resource import ProjectDatabase
 
     url = ProjectDatabase().connection_url()

@@ -7,22 +7,21 @@ import dagster as dg
 from retrain_assets.automation.customer_discovery import customer_discovery
 from retrain_assets.automation.gpu_job_poller import gpu_job_poller
 from retrain_assets.automation.landing_arrivals import landing_arrivals
+from retrain_assets.automation.retraining_policy import retraining_policy
 from retrain_assets.automation.rollout_controller import rollout_controller
 from retrain_assets.deployment.tracking import deployment_mlflow
 from retrain_assets.features.parquet_store import DailyParquetIOManager, PartitionStorage
 from retrain_assets.features.sales_asset import sales
 from retrain_assets.features.store_day_features_asset import store_day_features
-from retrain_assets.models.beats_champion_check import GateSettings, beats_champion
+from retrain_assets.models.beats_champion_check import GateSettings
 from retrain_assets.models.challenger_now_check import challenger_beats_champion_now
+from retrain_assets.models.checks import MODEL_CHECKS
 from retrain_assets.models.deployed_model_asset import deployed_model
-from retrain_assets.models.deployment_audit_check import deployments_match_decisions
 from retrain_assets.models.model_candidate_asset import model_candidate
 from retrain_assets.models.registered_model_asset import registered_model
 from retrain_assets.models.resources import GpuServiceResource
 from retrain_assets.models.training_job_asset import training_job
 from retrain_assets.policy.approval import approve_drift_retraining
-from retrain_assets.policy.retraining_policy import retraining_policy
-from retrain_assets.registry.audit_check import one_version_per_run_key
 from retrain_assets.registry.resource import MlflowRegistryResource
 from retrain_assets.store.resource import ProjectDatabase
 
@@ -46,12 +45,7 @@ def build_definitions() -> dg.Definitions:
             registered_model,
             deployed_model,
         ],
-        asset_checks=[
-            beats_champion,
-            one_version_per_run_key,
-            challenger_beats_champion_now,
-            deployments_match_decisions,
-        ],
+        asset_checks=list(MODEL_CHECKS),
         jobs=[
             dg.define_asset_job(
                 FEATURES_JOB,

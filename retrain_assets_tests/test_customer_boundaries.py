@@ -22,7 +22,7 @@ from retrain_assets.features.sales_asset import FILES_CHECK, sales
 from retrain_assets.models.model_candidate_asset import model_candidate
 from retrain_assets.models.registered_model_asset import registered_model
 from retrain_assets.models.training_job_asset import training_job
-from retrain_assets.policy.evaluate import APPROVAL_JOB
+from retrain_assets.policy.rule import APPROVAL_JOB
 from retrain_assets.store.customers import customer_countries
 from retrain_assets.store.database import transaction
 from retrain_assets.store.migrations import migrate

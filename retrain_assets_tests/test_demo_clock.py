@@ -6,7 +6,7 @@ from retrain_assets.demo.clock import next_days, tick
 from retrain_assets.demo.simulate import land_tenant, landed_days, simulate_day
 from retrain_assets.demo.tenants import DEMO_TENANTS, Regime, TenantSpec
 from retrain_assets.deployment.records import auto_deploy_settings
-from retrain_assets.policy.settings import all_settings
+from retrain_assets.policy.thresholds import all_settings
 from retrain_assets.runtime.demo_mode import demo_day_seconds, demo_environment, start_demo
 from retrain_assets.store.migrations import migrate
 

@@ -8,7 +8,7 @@ from retrain_assets.demo.simulate import land_tenant
 from retrain_assets.demo.tenants import TenantSpec
 from retrain_assets.features.feature_math import store_day_features
 from retrain_assets.features.landing_reader import read_landing_day
-from retrain_assets.models.export import MODEL_FEATURES
+from retrain_assets.features.training_export import MODEL_FEATURES
 
 SPEC = TenantSpec("ask-us", "US", stores=2, items=3, seed=5)
 

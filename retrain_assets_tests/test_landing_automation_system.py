@@ -19,8 +19,8 @@ import pytest
 from retrain_assets.demo.simulate import land_tenant
 from retrain_assets.demo.tenants import DEMO_TENANTS
 from retrain_assets.policy.decisions import Decision
-from retrain_assets.policy.evaluate import evaluate
-from retrain_assets.policy.settings import DEFAULTS
+from retrain_assets.policy.rule import evaluate
+from retrain_assets.policy.thresholds import DEFAULTS
 from retrain_assets.store.snapshots import SnapshotRecord
 from retrain_assets_tests.running_platform import RunningPlatform, running_platform
 from retrain_assets_tests.ui_actions import RUNS

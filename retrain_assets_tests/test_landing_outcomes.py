@@ -2,9 +2,9 @@
 
 import datetime as dt
 
+from retrain_assets.features.landing_outcomes import ESCAPED_KEY, record_outcomes
 from retrain_assets.features.validation import validate_file
 from retrain_assets.store.database import transaction
-from retrain_assets.store.landing_outcomes import ESCAPED_KEY, record_outcomes
 from retrain_assets.store.migrations import migrate
 
 DAY = dt.date(2026, 1, 2)

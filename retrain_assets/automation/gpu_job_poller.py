@@ -29,8 +29,8 @@ from retrain_assets.automation.handoff import (
     handoff_facts,
     handoff_requests,
 )
+from retrain_assets.automation.registration_selection import registration_selection
 from retrain_assets.deployment.records import auto_deploy_ready
-from retrain_assets.deployment.selection import registration_selection
 from retrain_assets.gpu.protocol import Job, JobStatus
 from retrain_assets.machines.engine import advance_many
 from retrain_assets.machines.handoff import HANDOFF_STATES, FactsByCustomer, request_key

@@ -15,10 +15,10 @@ import dagster as dg
 
 from retrain_assets.deployment.advancing import TickReport, advance_rollouts
 from retrain_assets.deployment.mirror import MirrorReport, mirror_analyses
-from retrain_assets.deployment.settings import DEFAULTS, rollout_settings
+from retrain_assets.deployment.rollout_machine import rollout_machine
+from retrain_assets.deployment.rollout_settings import DEFAULTS, rollout_settings
 from retrain_assets.features.parquet_store import PartitionStorage
 from retrain_assets.machines.observations import transition_observations
-from retrain_assets.machines.rollout import rollout_machine
 from retrain_assets.models.deployed_model_asset import deployed_model
 from retrain_assets.registry.resource import MlflowRegistryResource
 from retrain_assets.store.resource import ProjectDatabase

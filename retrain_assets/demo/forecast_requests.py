@@ -21,7 +21,7 @@ from retrain_assets.demo.clock import BeforeLanding
 from retrain_assets.demo.simulate import simulate_day
 from retrain_assets.demo.tenants import TenantSpec
 from retrain_assets.features.feature_math import LAGS, store_day_features
-from retrain_assets.models.export import MODEL_FEATURES
+from retrain_assets.features.training_export import MODEL_FEATURES
 
 
 def request_rows(spec: TenantSpec, day: dt.date) -> list[dict[str, Any]]:

@@ -14,8 +14,8 @@ import numpy as np
 import pandas as pd
 from upath import UPath
 
-from retrain_assets.demo.calendar import is_holiday
 from retrain_assets.demo.tenants import DEFAULT_HISTORY_DAYS, DEFAULT_START, TenantSpec
+from retrain_assets.features.calendar import is_holiday
 from retrain_assets.landing import LANDING_COLUMNS, write_manifest
 
 _EPOCH = dt.date(2024, 1, 1)

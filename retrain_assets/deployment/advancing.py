@@ -19,12 +19,7 @@ from mlflow.exceptions import MlflowException
 
 from retrain_assets.deployment.observations import DueStep, observe
 from retrain_assets.deployment.records import ActiveRollout, active_rollouts
-from retrain_assets.deployment.routes import Route
-from retrain_assets.deployment.settings import RolloutSettings, rollout_settings
-from retrain_assets.deployment.writes import Finish, RolloutWrites
-from retrain_assets.features.parquet_store import ParquetPartitionStore
-from retrain_assets.machines.engine import AdvanceResult, advance_many
-from retrain_assets.machines.rollout import (
+from retrain_assets.deployment.rollout_machine import (
     FACTS,
     NAME,
     AliasRegistry,
@@ -33,6 +28,11 @@ from retrain_assets.machines.rollout import (
     canary_states,
     rollout_machine,
 )
+from retrain_assets.deployment.rollout_settings import RolloutSettings, rollout_settings
+from retrain_assets.deployment.routes import Route
+from retrain_assets.deployment.writes import Finish, RolloutWrites
+from retrain_assets.features.parquet_store import ParquetPartitionStore
+from retrain_assets.machines.engine import AdvanceResult, advance_many
 from retrain_assets.store.database import transaction
 from retrain_assets.store.snapshots import latest_snapshots
 

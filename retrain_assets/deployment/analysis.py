@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from retrain_assets.deployment.settings import RolloutSettings
+from retrain_assets.deployment.rollout_settings import RolloutSettings
 
 
 @dataclass(frozen=True)

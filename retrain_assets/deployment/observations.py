@@ -17,7 +17,7 @@ import pandas as pd
 
 from retrain_assets.deployment.analysis import StepObservation
 from retrain_assets.features.parquet_store import ParquetPartitionStore
-from retrain_assets.models.export import LABEL
+from retrain_assets.features.training_export import LABEL
 from retrain_assets.store.database import transaction
 
 FEATURES = "store_day_features"

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from retrain_assets.features.parquet_store import ParquetPartitionStore
-from retrain_assets.models.export import LABEL, read_holdout
+from retrain_assets.features.training_export import LABEL, read_holdout
 from retrain_assets.store.snapshots import latest_snapshots
 
 

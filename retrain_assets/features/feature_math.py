@@ -11,7 +11,7 @@ import datetime as dt
 import numpy as np
 import pandas as pd
 
-from retrain_assets.demo.calendar import is_holiday
+from retrain_assets.features.calendar import is_holiday
 
 FEATURE_VERSION = "store_day_features-v1"
 LAGS = (7, 14, 28)

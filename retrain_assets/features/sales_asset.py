@@ -16,11 +16,11 @@ from retrain_assets.customers import (
     refused_partition_message,
     split_customer_partitions,
 )
+from retrain_assets.features.landing_outcomes import record_outcomes
 from retrain_assets.features.landing_reader import read_landing_day
 from retrain_assets.features.partitions import DAILY
 from retrain_assets.features.validation import FileOutcome, empty_sales
 from retrain_assets.settings import landing_root
-from retrain_assets.store.landing_outcomes import record_outcomes
 from retrain_assets.store.resource import ProjectDatabase
 
 VALIDATION_VERSION = "sales-v2"  # v2: exact integers, control characters, true lines

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from retrain_assets.gpu.client import MODEL_FILE, GpuServiceError
 from retrain_assets.gpu.protocol import Artifact, ArtifactCorrupt, Job, JobConflict, JobStatus
-from retrain_assets.gpu.service.models import TrainingSpec
+from retrain_assets.gpu.service.schemas import TrainingSpec
 
 
 @dataclasses.dataclass

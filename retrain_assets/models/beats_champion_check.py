@@ -15,8 +15,8 @@ import dagster as dg
 from pydantic import Field
 
 from retrain_assets.customers import CUSTOMERS, customer_of
+from retrain_assets.features.training_export import MODEL_FEATURES, read_holdout
 from retrain_assets.models.candidates import CandidateTable
-from retrain_assets.models.export import MODEL_FEATURES, read_holdout
 from retrain_assets.models.gate import evaluate
 from retrain_assets.models.gate_results import GateResult, record_gate_result
 from retrain_assets.models.lineage import latest_run_key

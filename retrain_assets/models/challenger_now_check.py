@@ -15,11 +15,11 @@ from dagster_mlflow.resources import MlFlow
 
 from retrain_assets.customers import CUSTOMERS
 from retrain_assets.deployment.recent_window import recent_window, window_rows
-from retrain_assets.deployment.settings import rollout_settings
+from retrain_assets.deployment.rollout_settings import rollout_settings
 from retrain_assets.deployment.tracking import active_run_id
 from retrain_assets.deployment.versions import challenger_of
 from retrain_assets.features.parquet_store import PartitionStorage
-from retrain_assets.models.export import MODEL_FEATURES
+from retrain_assets.features.training_export import MODEL_FEATURES
 from retrain_assets.models.gate import ReferenceModel, evaluate
 from retrain_assets.models.gate_results import GateResult, record_gate_result
 from retrain_assets.models.registered_model_asset import registered_model

@@ -25,11 +25,11 @@ from retrain_assets.deployment.records import (
     auto_deploy_settings,
     start_deployment,
 )
-from retrain_assets.deployment.settings import RolloutSettings, rollout_settings
+from retrain_assets.deployment.rollout_machine import rollout_machine
+from retrain_assets.deployment.rollout_settings import RolloutSettings, rollout_settings
 from retrain_assets.deployment.tracking import active_run_id
 from retrain_assets.deployment.versions import RegisteredVersion, challenger_of
 from retrain_assets.features.parquet_store import PartitionStorage
-from retrain_assets.machines.rollout import rollout_machine
 from retrain_assets.models.challenger_now_check import CHECK_NAME
 from retrain_assets.models.gate_results import (
     GateResult,

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from retrain_assets.models.export import LABEL
+from retrain_assets.features.training_export import LABEL
 
 
 def forecast_plot_png(holdout: pd.DataFrame, forecasts: dict[str, np.ndarray], title: str) -> bytes:

@@ -13,7 +13,7 @@ import lightgbm
 import numpy as np
 import pandas as pd
 
-from retrain_assets.models.export import LABEL, MODEL_FEATURES
+from retrain_assets.features.training_export import LABEL, MODEL_FEATURES
 from retrain_assets.models.scoring import InvalidForecast, Verdict, judge, seasonal_naive, wape
 
 Predict = Callable[[pd.DataFrame], np.ndarray]

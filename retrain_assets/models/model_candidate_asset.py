@@ -15,6 +15,7 @@ import dagster as dg
 from pydantic import Field
 
 from retrain_assets.customers import CUSTOMERS, customer_of
+from retrain_assets.features.training_export import MODEL_FEATURES, read_holdout
 from retrain_assets.machines.engine import AdvanceResult, advance
 from retrain_assets.machines.handoff import AWAIT_GATE
 from retrain_assets.machines.store import pointer as read_pointer
@@ -25,7 +26,6 @@ from retrain_assets.machines.training import (
     training_machine,
 )
 from retrain_assets.models.candidates import Candidate, CandidateTable
-from retrain_assets.models.export import MODEL_FEATURES, read_holdout
 from retrain_assets.models.forecast_plot import forecast_plot_png, markdown_image
 from retrain_assets.models.lineage import metadata_for_run_key
 from retrain_assets.models.resources import GpuServiceResource, training_services

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from retrain_assets.models.export import MODEL_FEATURES
+from retrain_assets.features.training_export import MODEL_FEATURES
 from retrain_assets.models.gate import ReferenceModel
 from retrain_assets.registry.mlflow_registry import (
     CHALLENGER,

@@ -13,14 +13,19 @@ from pydantic import Field
 from retrain_assets.customers import CUSTOMERS, customer_of
 from retrain_assets.features.feature_math import FEATURE_VERSION
 from retrain_assets.features.parquet_store import PartitionStorage
+from retrain_assets.features.training_export import (
+    LABEL,
+    MODEL_FEATURES,
+    export_customer,
+    export_folder,
+)
 from retrain_assets.machines.engine import advance
 from retrain_assets.machines.training import JOB_ID, start_training, training_machine
-from retrain_assets.models.export import LABEL, MODEL_FEATURES, export_customer, export_folder
 from retrain_assets.models.resources import GpuServiceResource, training_services
 from retrain_assets.models.run_key import code_commit, run_key
-from retrain_assets.models.snapshot_ref import resolve_snapshot
 from retrain_assets.policy.run_decision import claim_for_run, manual_decision, policy_window
 from retrain_assets.store.resource import ProjectDatabase
+from retrain_assets.store.snapshot_ref import resolve_snapshot
 
 
 class FaultsConfig(dg.Config):

@@ -11,10 +11,10 @@ from retrain_assets.customers import CUSTOMERS, customer_of
 from retrain_assets.policy.alerts import pending_alerts
 from retrain_assets.policy.busy import busy_customers
 from retrain_assets.policy.decisions import Decision, DecisionRefused, record_decision
-from retrain_assets.policy.evaluate import APPROVAL_JOB
 from retrain_assets.policy.history import choose_window
+from retrain_assets.policy.rule import APPROVAL_JOB
 from retrain_assets.policy.run_decision import USER_TAG
-from retrain_assets.policy.settings import settings_for
+from retrain_assets.policy.thresholds import settings_for
 from retrain_assets.store.resource import ProjectDatabase
 from retrain_assets.store.snapshots import latest_snapshots
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 
 from retrain_assets.policy.decisions import list_decisions
-from retrain_assets.policy.settings import DEFAULTS, FIELDS, all_settings, set_settings
+from retrain_assets.policy.thresholds import DEFAULTS, FIELDS, all_settings, set_settings
 from retrain_assets.store.customers import customer_countries
 
 

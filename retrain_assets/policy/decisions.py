@@ -15,8 +15,8 @@ from typing import Any, Literal
 import psycopg2.errors
 from psycopg2.extras import Json
 
-from retrain_assets.models.snapshot_ref import SnapshotRef
 from retrain_assets.store.database import transaction
+from retrain_assets.store.snapshot_ref import SnapshotRef
 
 Policy = Literal["schedule", "volume", "drift", "manual"]
 _COLUMNS = """id, customer, policy, reason, first_day, last_day, data_versions, decided_by,

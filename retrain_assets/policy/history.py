@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from retrain_assets.models.snapshot_ref import SnapshotRef
+from retrain_assets.store.snapshot_ref import SnapshotRef
 from retrain_assets.store.snapshots import SnapshotRecord
 
 Published = dict[dt.date, SnapshotRecord]

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dagster as dg
 
-from retrain_assets.models.snapshot_ref import SnapshotRef, SnapshotUnavailable
 from retrain_assets.policy.decisions import (
     Decision,
     DecisionRefused,
@@ -18,7 +17,8 @@ from retrain_assets.policy.decisions import (
     record_decision,
 )
 from retrain_assets.policy.history import choose_window
-from retrain_assets.policy.settings import settings_for
+from retrain_assets.policy.thresholds import settings_for
+from retrain_assets.store.snapshot_ref import SnapshotRef, SnapshotUnavailable
 from retrain_assets.store.snapshots import latest_snapshots
 
 USER_TAG = "dagster/user"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from retrain_assets.demo.seed import seed_if_empty
 from retrain_assets.deployment.records import set_auto_deploy
-from retrain_assets.policy.settings import set_settings
+from retrain_assets.policy.thresholds import set_settings
 from retrain_assets.runtime.supervisor import ChildSpec
 from retrain_assets.settings import landing_root, retrain_home
 from retrain_assets.store.customers import register_customer

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import lightgbm
 import numpy as np
 
-from retrain_assets.models.export import MODEL_FEATURES
+from retrain_assets.features.training_export import MODEL_FEATURES
 
 
 class PredictionFailed(Exception):

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from retrain_assets.models.export import MODEL_FEATURES
+from retrain_assets.features.training_export import MODEL_FEATURES
 from retrain_assets.serving.routing import request_key
 
 ID_FIELDS = ("store_id", "item_id")

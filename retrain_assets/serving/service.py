@@ -13,7 +13,7 @@ import os
 import threading
 
 from retrain_assets.registry.mlflow_registry import MlflowRegistry
-from retrain_assets.runtime.server_process import (
+from retrain_assets.server_process import (
     StopSignal,
     check_port_free,
     install_stop_handlers,

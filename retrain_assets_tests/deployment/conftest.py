@@ -16,9 +16,9 @@ import pytest
 
 from retrain_assets.deployment.advancing import TickReport, advance_rollouts
 from retrain_assets.deployment.records import DeploymentRequest, StartedDeployment, start_deployment
-from retrain_assets.deployment.settings import RolloutSettings
+from retrain_assets.deployment.rollout_machine import rollout_machine
+from retrain_assets.deployment.rollout_settings import RolloutSettings
 from retrain_assets.features.parquet_store import ParquetPartitionStore
-from retrain_assets.machines.rollout import rollout_machine
 from retrain_assets.models.gate_results import GateResult, record_gate_result
 from retrain_assets.store.migrations import migrate
 from retrain_assets.store.snapshots import SnapshotRecord, publish_snapshot
@@ -238,7 +238,7 @@ class RegistryWorld:
         """Train a LightGBM model here and register it (alias challenger); return its version."""
         import lightgbm
 
-        from retrain_assets.models.export import LABEL, MODEL_FEATURES
+        from retrain_assets.features.training_export import LABEL, MODEL_FEATURES
 
         frame = self.frame(*train_days)
         booster = lightgbm.train(

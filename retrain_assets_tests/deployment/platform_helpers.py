@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from retrain_assets.features.parquet_store import ParquetPartitionStore
-from retrain_assets.models.export import LABEL, MODEL_FEATURES
+from retrain_assets.features.training_export import LABEL, MODEL_FEATURES
 from retrain_assets.registry.mlflow_registry import MlflowRegistry
 from retrain_assets_tests.running_platform import RunningPlatform, up_environment
 from retrain_assets_tests.ui_actions import LAUNCH_RUN, RUN_STATUS

@@ -1,7 +1,7 @@
 """The step verdict on its own: operational failures first, then data, then quality."""
 
 from retrain_assets.deployment.analysis import StepObservation, judge_step
-from retrain_assets.deployment.settings import RolloutSettings
+from retrain_assets.deployment.rollout_settings import RolloutSettings
 
 SETTINGS = RolloutSettings(
     min_predictions=100,

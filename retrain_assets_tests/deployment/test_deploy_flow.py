@@ -16,8 +16,8 @@ from retrain_assets.deployment.mirror import mirror_analyses
 from retrain_assets.deployment.routes import read_routes
 from retrain_assets.deployment.tracking import deployment_experiment
 from retrain_assets.features.parquet_store import ParquetPartitionStore
+from retrain_assets.features.training_export import MODEL_FEATURES
 from retrain_assets.models.challenger_now_check import CHECK_NAME
-from retrain_assets.models.export import MODEL_FEATURES
 from retrain_assets.registry.mlflow_registry import CHAMPION, model_name
 from retrain_assets.settings import storage_root
 from retrain_assets.store.database import transaction

@@ -6,6 +6,7 @@ import dataclasses
 
 import pytest
 
+from retrain_assets.automation.registration_selection import DEPLOY_CHECK, registration_selection
 from retrain_assets.deployment.records import (
     DeploymentRefused,
     DeploymentRequest,
@@ -14,16 +15,15 @@ from retrain_assets.deployment.records import (
     set_auto_deploy,
     start_deployment,
 )
-from retrain_assets.deployment.routes import Route, read_routes
-from retrain_assets.deployment.selection import DEPLOY_CHECK, registration_selection
-from retrain_assets.deployment.settings import (
+from retrain_assets.deployment.rollout_machine import rollout_machine
+from retrain_assets.deployment.rollout_settings import (
     DEFAULTS,
     InvalidRolloutSetting,
     rollout_settings,
 )
+from retrain_assets.deployment.routes import Route, read_routes
 from retrain_assets.deployment.writes import AnalysisRow, RolloutWrites
 from retrain_assets.machines.engine import AdvanceResult
-from retrain_assets.machines.rollout import rollout_machine
 from retrain_assets.store.customers import register_customer
 from retrain_assets.store.database import transaction
 

@@ -24,7 +24,7 @@ import requests
 from retrain_assets.demo.forecast_requests import request_rows
 from retrain_assets.demo.simulate import land_tenant
 from retrain_assets.demo.tenants import TenantSpec
-from retrain_assets.models.export import LABEL, MODEL_FEATURES
+from retrain_assets.features.training_export import LABEL, MODEL_FEATURES
 from retrain_assets.registry.mlflow_registry import CHAMPION, MlflowRegistry, model_name
 from retrain_assets_tests.deployment.platform_helpers import (
     app,

@@ -27,8 +27,8 @@ from retrain_assets.definitions import FEATURES_JOB, build_definitions
 from retrain_assets.demo.simulate import land_tenant
 from retrain_assets.demo.tenants import TenantSpec
 from retrain_assets.features.parquet_store import ParquetPartitionStore
+from retrain_assets.features.training_export import MODEL_FEATURES
 from retrain_assets.machines.store import history, pointer
-from retrain_assets.models.export import MODEL_FEATURES
 from retrain_assets.registry.mlflow_registry import MlflowRegistry
 from retrain_assets.runtime.default_signals import with_default_signals
 from retrain_assets.runtime.environment import child_environment, prepare_dagster_home, repo_file
@@ -103,7 +103,7 @@ class Retailer(threading.Thread):
 def register(registry: MlflowRegistry, frame: pd.DataFrame, key: str, rounds: int) -> str:
     import lightgbm
 
-    from retrain_assets.models.export import LABEL
+    from retrain_assets.features.training_export import LABEL
 
     booster = lightgbm.train(
         {

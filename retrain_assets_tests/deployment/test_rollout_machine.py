@@ -6,9 +6,9 @@ The prediction log is written the way docs/deployment.md says the service writes
 
 from __future__ import annotations
 
+from retrain_assets.deployment.rollout_machine import NAME, rollout_machine
 from retrain_assets.deployment.routes import read_routes
 from retrain_assets.machines.diagram import mermaid
-from retrain_assets.machines.rollout import NAME, rollout_machine
 from retrain_assets.machines.store import history, pointer
 from retrain_assets.store.database import transaction
 

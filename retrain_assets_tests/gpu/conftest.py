@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from retrain_assets.gpu.service.models import TrainingSpec
+from retrain_assets.gpu.service.schemas import TrainingSpec
 from retrain_assets.gpu.service.trainer import train
 from retrain_assets_tests.gpu.service_process import training_spec, write_dataset
 

@@ -6,7 +6,7 @@ import pydantic
 import pytest
 
 from retrain_assets.gpu.service.http_errors import strict_json_loads
-from retrain_assets.gpu.service.models import TrainingSpec
+from retrain_assets.gpu.service.schemas import TrainingSpec
 from retrain_assets.gpu.service.store import MAX_ERROR_CHARS, bounded_error
 from retrain_assets.gpu.service.worker import describe
 

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from retrain_assets.gpu.service.faults import FaultPlan, InjectedFailure
-from retrain_assets.gpu.service.models import Faults, TrainingSpec
+from retrain_assets.gpu.service.schemas import Faults, TrainingSpec
 from retrain_assets.gpu.service.trainer import TrainingHooks, checkpoint_file, train
 from retrain_assets_tests.gpu.service_process import training_spec
 

@@ -2,8 +2,8 @@ import datetime as dt
 
 from retrain_assets.cli import main
 from retrain_assets.machines import advance
-from retrain_assets.machines.report import history_lines, status_lines
 from retrain_assets.machines.training import start_training, training_machine
+from retrain_assets.runtime.machine_report import history_lines, status_lines
 from retrain_assets_tests.machines.fakes import FakeGpu, MemoryCandidates
 from retrain_assets_tests.machines.test_training import SPEC, services
 

@@ -6,7 +6,7 @@ import lightgbm
 import numpy as np
 import pandas as pd
 
-from retrain_assets.models.export import LABEL, MODEL_FEATURES
+from retrain_assets.features.training_export import LABEL, MODEL_FEATURES
 from retrain_assets.models.gate import ReferenceModel, evaluate, lightgbm_predictor
 
 

@@ -14,7 +14,7 @@ import mlflow
 import pytest
 
 from retrain_assets.definitions import build_definitions
-from retrain_assets.models.export import LABEL, MODEL_FEATURES, read_holdout
+from retrain_assets.features.training_export import LABEL, MODEL_FEATURES, read_holdout
 from retrain_assets.models.gate_results import latest_gate_result
 from retrain_assets.models.scoring import wape
 from retrain_assets.models.training_job_asset import training_job

@@ -3,7 +3,7 @@
 import datetime as dt
 
 from retrain_assets.models.run_key import run_key
-from retrain_assets.models.snapshot_ref import SnapshotRef
+from retrain_assets.store.snapshot_ref import SnapshotRef
 
 BASE = ("snap-sha", "store_day_features-v1", {"params": {"seed": 7}, "holdout_days": 7}, "abc123")
 

@@ -5,7 +5,6 @@ import pandas as pd
 import pytest
 
 from retrain_assets.features.parquet_store import MissingPartitionError, ParquetPartitionStore
-from retrain_assets.models.snapshot_ref import SnapshotRef
 from retrain_assets.policy.decisions import record_decision
 from retrain_assets.policy.drift import (
     DRIFT_FEATURES,
@@ -14,6 +13,7 @@ from retrain_assets.policy.drift import (
     measure_drift,
     standardized_shift,
 )
+from retrain_assets.store.snapshot_ref import SnapshotRef
 from retrain_assets_tests.policy.conftest import day
 
 

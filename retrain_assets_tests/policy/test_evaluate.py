@@ -6,9 +6,9 @@ import pytest
 
 from retrain_assets.policy.decisions import Decision, record_decision
 from retrain_assets.policy.drift import DriftMeasure
-from retrain_assets.policy.evaluate import evaluate
 from retrain_assets.policy.history import choose_window, new_rows
-from retrain_assets.policy.settings import DEFAULTS, PolicySettings
+from retrain_assets.policy.rule import evaluate
+from retrain_assets.policy.thresholds import DEFAULTS, PolicySettings
 from retrain_assets.store.snapshots import latest_snapshots
 from retrain_assets_tests.policy.conftest import day
 

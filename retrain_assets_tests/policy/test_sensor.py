@@ -8,7 +8,8 @@ import pytest
 # Not exported at Dagster's top level in 1.13; what the backfill daemon stores.
 from dagster._core.execution.backfill import BulkActionStatus, PartitionBackfill
 
-import retrain_assets.policy.retraining_policy as policy_module
+import retrain_assets.automation.retraining_policy as policy_module
+from retrain_assets.automation.retraining_policy import policy_interval_seconds, retraining_policy
 from retrain_assets.customers import CUSTOMERS
 from retrain_assets.definitions import FEATURES_JOB, build_definitions
 from retrain_assets.features.parquet_store import PartitionStorage
@@ -19,8 +20,7 @@ from retrain_assets.policy.approval import approve
 from retrain_assets.policy.decisions import DecisionRefused, list_decisions, record_decision
 from retrain_assets.policy.drift import DriftMeasure
 from retrain_assets.policy.history import choose_window
-from retrain_assets.policy.retraining_policy import policy_interval_seconds, retraining_policy
-from retrain_assets.policy.settings import set_settings
+from retrain_assets.policy.thresholds import set_settings
 from retrain_assets.store.database import transaction
 from retrain_assets.store.resource import ProjectDatabase
 from retrain_assets.store.snapshots import latest_snapshots

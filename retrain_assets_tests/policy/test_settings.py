@@ -3,7 +3,7 @@
 import pytest
 
 from retrain_assets.cli import main
-from retrain_assets.policy.settings import DEFAULTS, InvalidSetting, set_settings, settings_for
+from retrain_assets.policy.thresholds import DEFAULTS, InvalidSetting, set_settings, settings_for
 
 
 def test_a_customer_without_overrides_gets_the_defaults_and_overrides_are_per_value(db):

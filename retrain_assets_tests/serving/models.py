@@ -6,7 +6,7 @@ import lightgbm
 import numpy as np
 import pandas as pd
 
-from retrain_assets.models.export import MODEL_FEATURES
+from retrain_assets.features.training_export import MODEL_FEATURES
 
 
 def feature_frame(rows: int = 400, seed: int = 3, extra: tuple[str, ...] = ()) -> pd.DataFrame:

@@ -12,7 +12,7 @@ from typing import Any
 
 import requests
 
-from retrain_assets.models.export import MODEL_FEATURES
+from retrain_assets.features.training_export import MODEL_FEATURES
 from retrain_assets_tests.running_platform import free_port
 from retrain_assets_tests.service_processes import start_until_healthy, stop_with_sigterm
 

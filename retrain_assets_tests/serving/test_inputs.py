@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from retrain_assets.models.export import MODEL_FEATURES
+from retrain_assets.features.training_export import MODEL_FEATURES
 from retrain_assets.serving.inputs import (
     InvalidRequest,
     parse_json,

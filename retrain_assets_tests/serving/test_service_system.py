@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from retrain_assets.models.export import MODEL_FEATURES
+from retrain_assets.features.training_export import MODEL_FEATURES
 from retrain_assets.registry.mlflow_registry import MlflowRegistry
 from retrain_assets.serving.routing import bucket
 from retrain_assets.store.database import transaction

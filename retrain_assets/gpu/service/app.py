@@ -41,7 +41,7 @@ from retrain_assets.gpu.service.routes import build_router
 from retrain_assets.gpu.service.scheduler import Scheduler
 from retrain_assets.gpu.service.service_lock import ServiceLock
 from retrain_assets.gpu.service.store import JobStore
-from retrain_assets.runtime.server_process import (
+from retrain_assets.server_process import (
     StopSignal,
     check_port_free,
     install_stop_handlers,

@@ -12,7 +12,7 @@ import os
 import time
 from dataclasses import dataclass
 
-from retrain_assets.gpu.service.models import Faults
+from retrain_assets.gpu.service.schemas import Faults
 
 log = logging.getLogger(__name__)
 

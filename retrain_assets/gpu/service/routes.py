@@ -14,7 +14,8 @@ from fastapi.responses import FileResponse
 
 from retrain_assets.gpu.service.http_errors import StrictJsonRoute
 from retrain_assets.gpu.service.http_guard import MAX_BODY_BYTES
-from retrain_assets.gpu.service.models import (
+from retrain_assets.gpu.service.scheduler import Scheduler
+from retrain_assets.gpu.service.schemas import (
     IDEMPOTENCY_KEY_PATTERN,
     JOB_ID_PATTERN,
     MAX_JOB_ID,
@@ -24,7 +25,6 @@ from retrain_assets.gpu.service.models import (
     StatusResponse,
     SubmitRequest,
 )
-from retrain_assets.gpu.service.scheduler import Scheduler
 from retrain_assets.gpu.service.store import ArtifactRecord, JobStore, KeyConflict
 
 FAULTS_DISABLED = "fault injection is disabled on this service"

@@ -19,7 +19,7 @@ from typing import Any
 import psycopg2
 import psycopg2.extensions
 
-from retrain_assets.gpu.service.models import JobOut, RunOut, TrainingSpec
+from retrain_assets.gpu.service.schemas import JobOut, RunOut, TrainingSpec
 from retrain_assets.store.database import transaction
 from retrain_assets.store.server import libpq_url
 

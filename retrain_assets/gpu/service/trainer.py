@@ -21,7 +21,7 @@ import lightgbm as lgb
 import numpy as np
 import pandas as pd
 
-from retrain_assets.gpu.service.models import TrainingParams, TrainingSpec
+from retrain_assets.gpu.service.schemas import TrainingParams, TrainingSpec
 
 MODEL_FILE = "model.txt"
 

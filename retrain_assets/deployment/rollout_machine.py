@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from retrain_assets.deployment.analysis import StepObservation, judge_step
+from retrain_assets.deployment.rollout_settings import RolloutSettings, rollout_settings, step_name
 from retrain_assets.deployment.routes import Route
-from retrain_assets.deployment.settings import RolloutSettings, rollout_settings, step_name
 from retrain_assets.deployment.writes import AnalysisRow, ChampionMove, Finish, RolloutWrites
 from retrain_assets.machines.step import Context, Step
 from retrain_assets.machines.table import Machine, State

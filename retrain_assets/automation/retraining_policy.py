@@ -31,10 +31,10 @@ from retrain_assets.policy.decisions import (
 )
 from retrain_assets.policy.dispatch import DECISION_TAG, requests_for_open, training_request
 from retrain_assets.policy.drift import Baselines, DayFrames, DriftMeasure, measure_drift
-from retrain_assets.policy.evaluate import Outcome, evaluate
 from retrain_assets.policy.history import Published, choose_window
-from retrain_assets.policy.settings import DEFAULTS, all_settings
+from retrain_assets.policy.rule import Outcome, evaluate
 from retrain_assets.policy.settled import publishing_work
+from retrain_assets.policy.thresholds import DEFAULTS, all_settings
 from retrain_assets.store.resource import ProjectDatabase
 from retrain_assets.store.snapshots import latest_snapshots
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime as dt
 
-from retrain_assets.machines.catalog import MACHINES
 from retrain_assets.machines.store import (
     HistoryRow,
     Pointer,
@@ -17,6 +16,7 @@ from retrain_assets.machines.store import (
     history,
     latest_notes,
 )
+from retrain_assets.runtime.machine_catalog import MACHINES
 
 
 def visits_left(p: Pointer) -> int | None:

@@ -10,11 +10,10 @@ deploy-time check runs between `registered_model` and `deployed_model`.
 
 from __future__ import annotations
 
-import functools
-
 import dagster as dg
 
 from retrain_assets.models.challenger_now_check import CHECK_NAME
+from retrain_assets.models.checks import checks_of
 from retrain_assets.models.deployed_model_asset import deployed_model
 from retrain_assets.models.model_candidate_asset import model_candidate
 from retrain_assets.models.registered_model_asset import registered_model
@@ -29,15 +28,7 @@ def registration_selection(auto_deploy: bool) -> dict[str, list]:
         assets.append(deployed_model.key)
     checks = [
         key
-        for key in sorted(_checks_of(tuple(assets)), key=lambda k: k.to_user_string())
+        for key in sorted(checks_of(set(assets)), key=lambda k: k.to_user_string())
         if auto_deploy or key != DEPLOY_CHECK
     ]
     return {"asset_selection": assets, "asset_check_keys": checks}
-
-
-@functools.cache
-def _checks_of(assets: tuple[dg.AssetKey, ...]) -> frozenset[dg.AssetCheckKey]:
-    """Return every check of `assets` in the code location (read once per process)."""
-    from retrain_assets.definitions import defs  # the location imports this module itself
-
-    return frozenset(defs.resolve_asset_graph().get_check_keys_for_assets(set(assets)))

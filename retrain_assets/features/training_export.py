@@ -12,8 +12,8 @@ import pandas as pd
 from upath import UPath
 
 from retrain_assets.features.parquet_store import ParquetPartitionStore
-from retrain_assets.models.snapshot_ref import SnapshotRef
 from retrain_assets.settings import storage_root
+from retrain_assets.store.snapshot_ref import SnapshotRef
 
 MODEL_FEATURES = [
     "lag_7",

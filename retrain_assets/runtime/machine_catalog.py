@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from retrain_assets.machines.rollout import NAME as ROLLOUT
-from retrain_assets.machines.rollout import rollout_machine
+from retrain_assets.deployment.rollout_machine import NAME as ROLLOUT
+from retrain_assets.deployment.rollout_machine import rollout_machine
 from retrain_assets.machines.table import Machine
 from retrain_assets.machines.training import NAME as TRAINING
 from retrain_assets.machines.training import training_machine

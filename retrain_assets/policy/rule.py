@@ -16,7 +16,7 @@ from retrain_assets.policy.alerts import DriftAlert
 from retrain_assets.policy.decisions import Decision, Policy
 from retrain_assets.policy.drift import DriftMeasure
 from retrain_assets.policy.history import Published, days_after, history_days, new_rows
-from retrain_assets.policy.settings import PolicySettings
+from retrain_assets.policy.thresholds import PolicySettings
 
 APPROVAL_JOB = "approve_drift_retraining"
 DriftOf = Callable[[Decision, list[dt.date]], DriftMeasure]
