@@ -23,6 +23,7 @@ import time
 
 import dagster as dg
 
+from retrain_assets.asset_keys import MODEL_CANDIDATE, TRAINING_JOB, name_of
 from retrain_assets.automation.handoff import (
     ATTEMPT_TAG,
     RUN_KEY_TAG,
@@ -41,7 +42,6 @@ from retrain_assets.models.deployed_model_asset import deployed_model
 from retrain_assets.models.model_candidate_asset import model_candidate
 from retrain_assets.models.registered_model_asset import registered_model
 from retrain_assets.models.resources import GpuServiceResource, training_services
-from retrain_assets.models.training_job_asset import training_job
 from retrain_assets.store.resource import ProjectDatabase
 
 TICK_BUDGET_SECONDS = 40.0  # Dagster cancels a sensor evaluation after 60 s
@@ -68,7 +68,7 @@ def candidate_request(
         run_key=request_key(run_key, attempt),
         **registration_selection(auto_deploy),
         partition_key=customer,
-        run_config={"ops": {"model_candidate": {"config": {"run_key": run_key}}}},
+        run_config={"ops": {name_of(MODEL_CANDIDATE): {"config": {"run_key": run_key}}}},
         tags={"customer": customer, RUN_KEY_TAG: run_key, ATTEMPT_TAG: str(attempt)},
     )
 
@@ -154,7 +154,7 @@ def gpu_job_poller(
         if (job := jobs.get(str(p.payload[JOB_ID]))) is not None
     }
     moves = transition_observations(
-        training_job.key, machine, {p.customer: p.state for p in chosen}, results, progress
+        TRAINING_JOB, machine, {p.customer: p.state for p in chosen}, results, progress
     )
     context.log.info(
         f"{len(pointers)} unfinished, {len(chosen)} due, {len(jobs)} statuses in one batch, "

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import dagster as dg
 
+from retrain_assets.asset_keys import REGISTERED_MODEL
 from retrain_assets.machines.handoff import (
     ATTEMPT,
     HANDOFF_STATES,
@@ -27,7 +28,6 @@ from retrain_assets.machines.handoff import (
 )
 from retrain_assets.machines.store import Pointer
 from retrain_assets.models.lineage import RUN_KEY, metadata_text
-from retrain_assets.models.registered_model_asset import registered_model
 from retrain_assets.store.database import transaction
 
 RUN_KEY_TAG = "retrain/run_key"
@@ -91,12 +91,12 @@ def registered_versions(
     if not customers:
         return {}
     latest = instance.get_latest_storage_id_by_partition(
-        registered_model.key, dg.DagsterEventType.ASSET_MATERIALIZATION, set(customers)
+        REGISTERED_MODEL, dg.DagsterEventType.ASSET_MATERIALIZATION, set(customers)
     )
     if not latest:
         return {}
     records = instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=registered_model.key, storage_ids=list(latest.values())),
+        dg.AssetRecordsFilter(asset_key=REGISTERED_MODEL, storage_ids=list(latest.values())),
         limit=len(latest),
     ).records
     found: dict[str, tuple[str | None, str | None]] = {}

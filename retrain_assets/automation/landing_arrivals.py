@@ -22,6 +22,7 @@ from collections.abc import Mapping
 
 import dagster as dg
 
+from retrain_assets.asset_keys import SALES, STORE_DAY_FEATURES
 from retrain_assets.automation.feature_staleness import (
     follow_up_days,
     lookback_storage_ids,
@@ -42,8 +43,6 @@ from retrain_assets.automation.landing_settings import (
     landing_settle_seconds,
 )
 from retrain_assets.customers import CUSTOMERS
-from retrain_assets.features.sales_asset import sales
-from retrain_assets.features.store_day_features_asset import store_day_features
 from retrain_assets.settings import landing_root
 
 NAME = "landing_arrivals"
@@ -96,7 +95,7 @@ def landing_request(days: DayRange, plan: LandingPlan) -> dg.RunRequest:
     prints = [fp for day, fp in sorted(plan.fingerprints.items()) if first <= day <= last]
     return dg.RunRequest(
         run_key=f"landing-{first}-{last}-{_digest(prints)}",
-        asset_selection=[sales.key, store_day_features.key],
+        asset_selection=[SALES, STORE_DAY_FEATURES],
         tags=_tags(days, "landing"),
     )
 
@@ -114,7 +113,7 @@ def features_request(
     parts = [f"{day}:{lookback_storage_ids(sales_ids, day)}:{feature_ids.get(day)}" for day in span]
     return dg.RunRequest(
         run_key=f"features-{first}-{last}-{_digest(parts)}",
-        asset_selection=[store_day_features.key],
+        asset_selection=[STORE_DAY_FEATURES],
         tags=_tags(days, "features_behind_sales"),
     )
 
@@ -201,8 +200,8 @@ def landing_arrivals(context: dg.SensorEvaluationContext) -> dg.SensorResult:
         day_cutoff_hours(),
         landing_settle_seconds(),
     )
-    sales_ids = _storage_ids(instance, sales.key)
-    feature_ids = _storage_ids(instance, store_day_features.key)
+    sales_ids = _storage_ids(instance, SALES)
+    feature_ids = _storage_ids(instance, STORE_DAY_FEATURES)
     behind = stale_feature_days(sales_ids, feature_ids)
     follow = contiguous_ranges(follow_up_days(behind, plan.days))
     requests = [landing_request(days, plan) for days in plan.ranges]

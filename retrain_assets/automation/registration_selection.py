@@ -12,20 +12,18 @@ from __future__ import annotations
 
 import dagster as dg
 
+from retrain_assets.asset_keys import DEPLOYED_MODEL, MODEL_CANDIDATE, REGISTERED_MODEL
 from retrain_assets.models.challenger_now_check import CHECK_NAME
 from retrain_assets.models.checks import checks_of
-from retrain_assets.models.deployed_model_asset import deployed_model
-from retrain_assets.models.model_candidate_asset import model_candidate
-from retrain_assets.models.registered_model_asset import registered_model
 
-DEPLOY_CHECK = dg.AssetCheckKey(registered_model.key, CHECK_NAME)
+DEPLOY_CHECK = dg.AssetCheckKey(REGISTERED_MODEL, CHECK_NAME)
 
 
 def registration_selection(auto_deploy: bool) -> dict[str, list]:
     """Return `asset_selection` and `asset_check_keys` for a finished job's RunRequest."""
-    assets = [model_candidate.key, registered_model.key]
+    assets = [MODEL_CANDIDATE, REGISTERED_MODEL]
     if auto_deploy:
-        assets.append(deployed_model.key)
+        assets.append(DEPLOYED_MODEL)
     checks = [
         key
         for key in sorted(checks_of(set(assets)), key=lambda k: k.to_user_string())

@@ -13,13 +13,13 @@ import time
 
 import dagster as dg
 
+from retrain_assets.asset_keys import DEPLOYED_MODEL
 from retrain_assets.deployment.advancing import TickReport, advance_rollouts
 from retrain_assets.deployment.mirror import MirrorReport, mirror_analyses
 from retrain_assets.deployment.rollout_machine import rollout_machine
 from retrain_assets.deployment.rollout_settings import DEFAULTS, rollout_settings
 from retrain_assets.features.parquet_store import PartitionStorage
 from retrain_assets.machines.observations import transition_observations
-from retrain_assets.models.deployed_model_asset import deployed_model
 from retrain_assets.registry.resource import MlflowRegistryResource
 from retrain_assets.store.resource import ProjectDatabase
 
@@ -68,7 +68,7 @@ def rollout_controller(
     for customer, problem in sorted(report.problems.items()):
         context.log.error(f"{customer}: {problem}")
     moves = transition_observations(
-        deployed_model.key, rollout_machine(settings), report.before, report.results
+        DEPLOYED_MODEL, rollout_machine(settings), report.before, report.results
     )
     if not report.active:
         return dg.SensorResult(skip_reason="no rollout in progress", asset_events=moves)

@@ -15,12 +15,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from retrain_assets.asset_keys import STORE_DAY_FEATURES, name_of
 from retrain_assets.deployment.analysis import StepObservation
 from retrain_assets.features.parquet_store import ParquetPartitionStore
 from retrain_assets.features.training_export import LABEL
 from retrain_assets.store.database import transaction
 
-FEATURES = "store_day_features"
+FEATURES = name_of(STORE_DAY_FEATURES)
 _NONFINITE = "('NaN'::float8, 'Infinity'::float8, '-Infinity'::float8)"
 
 

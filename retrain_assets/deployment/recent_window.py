@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from retrain_assets.asset_keys import STORE_DAY_FEATURES, name_of
 from retrain_assets.features.parquet_store import ParquetPartitionStore
 from retrain_assets.features.training_export import LABEL, read_holdout
 from retrain_assets.store.snapshots import latest_snapshots
@@ -67,6 +68,6 @@ def recent_window(url: str, customer: str, run_key: str, days: int) -> ScoringWi
 
 def window_rows(store: ParquetPartitionStore, customer: str, window: ScoringWindow) -> pd.DataFrame:
     """Return the customer's `store_day_features` rows of the window that have actual sales."""
-    frame = store.read("store_day_features", [d.isoformat() for d in window.days])
+    frame = store.read(name_of(STORE_DAY_FEATURES), [d.isoformat() for d in window.days])
     frame = frame[frame["customer"] == customer]
     return frame[frame[LABEL].notna()].reset_index(drop=True)

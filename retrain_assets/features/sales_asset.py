@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import dagster as dg
 import pandas as pd
 
+from retrain_assets.asset_keys import SALES
 from retrain_assets.customers import (
     CUSTOMERS,
     refused_partition_message,
@@ -60,7 +61,7 @@ def _check_evaluation(
             + ", ".join(_shown(refused))
         )
     return dg.AssetCheckEvaluation(
-        asset_key=dg.AssetKey("sales"),
+        asset_key=SALES,
         check_name=FILES_CHECK,
         passed=not failed and not refused,
         partition=day,
@@ -74,6 +75,7 @@ def _check_evaluation(
 
 
 @dg.asset(
+    key=SALES,
     group_name="features",
     partitions_def=DAILY,
     backfill_policy=dg.BackfillPolicy.single_run(),
@@ -82,7 +84,7 @@ def _check_evaluation(
     check_specs=[
         dg.AssetCheckSpec(
             FILES_CHECK,
-            asset="sales",
+            asset=SALES,
             blocking=False,
             partitions_def=DAILY,
             description="Every known customer's file for the day was found and readable.",

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 import dagster as dg
 import pandas as pd
 
+from retrain_assets.asset_keys import SALES, STORE_DAY_FEATURES, name_of
 from retrain_assets.features import feature_math
 from retrain_assets.features.content_hash import frame_content_hash
 from retrain_assets.features.feature_math import FEATURE_VERSION, SERIES
@@ -29,7 +30,6 @@ from retrain_assets.store.customers import customer_countries
 from retrain_assets.store.resource import ProjectDatabase
 from retrain_assets.store.snapshots import SnapshotRecord, publish_snapshots
 
-ASSET_KEY = dg.AssetKey("store_day_features")
 BACKFILL_TAG = "dagster/backfill"
 
 
@@ -44,7 +44,7 @@ def _materialization(
 ) -> dg.AssetMaterialization:
     rows = sum(record.rows_per_customer.values())
     return dg.AssetMaterialization(
-        asset_key=ASSET_KEY,
+        asset_key=STORE_DAY_FEATURES,
         partition=record.partition_date.isoformat(),
         metadata={
             "rows": rows,
@@ -65,7 +65,7 @@ def _materialization(
 
 def _lookbacks(keys: list[str], storage: PartitionStorage) -> dict[str, Lookback]:
     """Return each day's look-back, from one listing of the days `sales` has."""
-    sales_days = {dt.date.fromisoformat(k) for k in storage.store().present_days("sales")}
+    sales_days = {dt.date.fromisoformat(k) for k in storage.store().present_days(name_of(SALES))}
     first = min(sales_days, default=None)
     return {key: lookback(dt.date.fromisoformat(key), sales_days, first) for key in keys}
 
@@ -87,6 +87,7 @@ def _refusal(blocked: list[Lookback], published: int) -> dg.Failure:
 
 
 @dg.asset(
+    key=STORE_DAY_FEATURES,
     group_name="features",
     partitions_def=DAILY,
     backfill_policy=dg.BackfillPolicy.single_run(),
@@ -94,6 +95,7 @@ def _refusal(blocked: list[Lookback], published: int) -> dg.Failure:
     kinds={"pandas", "parquet"},
     ins={
         "sales": dg.AssetIn(
+            key=SALES,
             partition_mapping=dg.TimeWindowPartitionMapping(
                 start_offset=-LOOKBACK_DAYS,
                 end_offset=0,
@@ -124,7 +126,7 @@ def store_day_features(
     for key in keys:
         day_frame = features[by_day == key].sort_values([*SERIES, "date"])
         day_frame = day_frame.reset_index(drop=True)
-        paths.append(str(store.write("store_day_features", key, day_frame)))
+        paths.append(str(store.write(name_of(STORE_DAY_FEATURES), key, day_frame)))
         rows = day_frame.groupby("customer").size() if len(day_frame) else pd.Series(dtype=int)
         records.append(
             SnapshotRecord(

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import pandas as pd
 from upath import UPath
 
+from retrain_assets.asset_keys import STORE_DAY_FEATURES, name_of
 from retrain_assets.features.parquet_store import ParquetPartitionStore
 from retrain_assets.settings import storage_root
 from retrain_assets.store.snapshot_ref import SnapshotRef
@@ -75,7 +76,7 @@ def export_customer(
             f"snapshot {days[0]} .. {days[-1]} has {len(days)} day(s); it needs more than the "
             f"{holdout_days} holdout day(s)"
         )
-    frame = store.read("store_day_features", days)
+    frame = store.read(name_of(STORE_DAY_FEATURES), days)
     frame = frame[frame["customer"] == customer]
     if frame.empty:
         raise ValueError(f"snapshot {days[0]} .. {days[-1]} has no rows for {customer}")

@@ -14,6 +14,7 @@ import math
 import dagster as dg
 from pydantic import Field
 
+from retrain_assets.asset_keys import MODEL_CANDIDATE
 from retrain_assets.customers import CUSTOMERS, customer_of
 from retrain_assets.features.training_export import MODEL_FEATURES, read_holdout
 from retrain_assets.models.candidates import CandidateTable
@@ -60,7 +61,7 @@ def beats_champion(
 ) -> dg.AssetCheckResult:
     """Score candidate and reference on the candidate's holdout; record and return the verdict."""
     customer, db_url = customer_of(context), project_db.connection_url()
-    key = latest_run_key(context.instance, model_candidate.key, customer)
+    key = latest_run_key(context.instance, MODEL_CANDIDATE, customer)
     candidate = CandidateTable(db_url, storage_root()).get(key)
     if candidate is None:
         raise LookupError(f"run {key} of {customer} has no stored candidate to evaluate")

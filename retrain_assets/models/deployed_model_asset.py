@@ -16,6 +16,7 @@ import dagster as dg
 from dagster_mlflow.resources import MlFlow
 from pydantic import Field
 
+from retrain_assets.asset_keys import DEPLOYED_MODEL, TRAINING_JOB
 from retrain_assets.customers import CUSTOMERS
 from retrain_assets.deployment.advancing import TickReport, advance_rollouts
 from retrain_assets.deployment.records import (
@@ -38,7 +39,6 @@ from retrain_assets.models.gate_results import (
 )
 from retrain_assets.models.lineage import metadata_for_run_key
 from retrain_assets.models.registered_model_asset import registered_model
-from retrain_assets.models.training_job_asset import training_job
 from retrain_assets.policy.run_decision import USER_TAG, lineage
 from retrain_assets.registry.mlflow_registry import CHAMPION, model_name
 from retrain_assets.registry.resource import MlflowRegistryResource
@@ -62,6 +62,7 @@ class DeployConfig(dg.Config):
 
 
 @dg.asset(
+    key=DEPLOYED_MODEL,
     group_name="models",
     partitions_def=CUSTOMERS,
     deps=[registered_model],
@@ -216,7 +217,7 @@ def _lineage(
 ) -> dict[str, object]:
     """Return the deployed model's lineage: decision, run key, snapshot, gate verdicts."""
     training = metadata_for_run_key(
-        context.instance, training_job.key, challenger.customer, challenger.run_key
+        context.instance, TRAINING_JOB, challenger.customer, challenger.run_key
     )
     snapshot = training.get("snapshot")
     registration = latest_gate_result(url, challenger.run_key)

@@ -14,6 +14,7 @@ import time
 import dagster as dg
 from pydantic import Field
 
+from retrain_assets.asset_keys import MODEL_CANDIDATE, TRAINING_JOB
 from retrain_assets.customers import CUSTOMERS, customer_of
 from retrain_assets.features.training_export import MODEL_FEATURES, read_holdout
 from retrain_assets.machines.engine import AdvanceResult, advance
@@ -46,6 +47,7 @@ class CandidateConfig(dg.Config):
 
 
 @dg.asset(
+    key=MODEL_CANDIDATE,
     group_name="models",
     partitions_def=CUSTOMERS,
     deps=[training_job],
@@ -112,7 +114,7 @@ def _record_in_mlflow(
 ) -> dict[str, object]:
     """Log the candidate's MLflow run (once per run key) and return the metadata to show."""
     customer, key = candidate.customer, candidate.run_key
-    training = metadata_for_run_key(context.instance, training_job.key, customer, key)
+    training = metadata_for_run_key(context.instance, TRAINING_JOB, customer, key)
     snapshot = training.get("snapshot")
     tags = {
         "snapshot_id": snapshot.get("snapshot_sha") if isinstance(snapshot, dict) else None,

@@ -8,6 +8,7 @@ key: registering the same run key again returns the same version.
 
 import dagster as dg
 
+from retrain_assets.asset_keys import MODEL_CANDIDATE, REGISTERED_MODEL
 from retrain_assets.customers import CUSTOMERS, customer_of
 from retrain_assets.models.gate_results import latest_gate_result
 from retrain_assets.models.lineage import latest_run_key
@@ -22,6 +23,7 @@ class GateNotPassed(dg.Failure):
 
 
 @dg.asset(
+    key=REGISTERED_MODEL,
     group_name="models",
     partitions_def=CUSTOMERS,
     deps=[model_candidate],
@@ -35,7 +37,7 @@ def registered_model(
 ) -> dg.MaterializeResult:
     """Register the customer's latest candidate if, and only if, its gate verdict is a pass."""
     customer = customer_of(context)
-    key = latest_run_key(context.instance, model_candidate.key, customer)
+    key = latest_run_key(context.instance, MODEL_CANDIDATE, customer)
     verdict = latest_gate_result(project_db.connection_url(), key)
     if verdict is None:
         raise GateNotPassed(

@@ -10,6 +10,7 @@ import datetime as dt
 import dagster as dg
 from pydantic import Field
 
+from retrain_assets.asset_keys import TRAINING_JOB
 from retrain_assets.customers import CUSTOMERS, customer_of
 from retrain_assets.features.feature_math import FEATURE_VERSION
 from retrain_assets.features.parquet_store import PartitionStorage
@@ -88,6 +89,7 @@ def _day(text: str | None) -> dt.date | None:
 
 
 @dg.asset(
+    key=TRAINING_JOB,
     group_name="models",
     partitions_def=CUSTOMERS,
     kinds={"python"},

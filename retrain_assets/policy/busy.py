@@ -12,10 +12,10 @@ from collections.abc import Sequence
 
 import dagster as dg
 
+from retrain_assets.asset_keys import TRAINING_JOB
 from retrain_assets.machines.training import NAME as TRAINING
 from retrain_assets.store.database import transaction
 
-TRAINING_JOB_ASSET = "training_job"
 PARTITION_TAG = "dagster/partition"
 UNFINISHED = [
     dg.DagsterRunStatus.NOT_STARTED,
@@ -48,9 +48,9 @@ def training_runs_in_progress(
     """Return customer -> run id for every unfinished run that materializes `training_job`."""
     busy: dict[str, str] = {}
     for run in unfinished_runs(instance) if runs is None else runs:
-        selection = {key.to_user_string() for key in run.asset_selection or ()}
+        selection = set(run.asset_selection or ())
         customer = run.tags.get(PARTITION_TAG)
-        if TRAINING_JOB_ASSET in selection and customer:
+        if TRAINING_JOB in selection and customer:
             busy[customer] = run.run_id
     return busy
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import dagster as dg
 
+from retrain_assets.asset_keys import TRAINING_JOB, name_of
 from retrain_assets.policy.decisions import Decision, mark_launched
 
 DECISION_TAG = "retrain/decision_id"
 POLICY_TAG = "retrain/policy"
-TRAINING_JOB_KEY = dg.AssetKey("training_job")
 
 
 def training_request(decision: Decision) -> dg.RunRequest:
@@ -28,9 +28,9 @@ def training_request(decision: Decision) -> dg.RunRequest:
     }
     return dg.RunRequest(
         run_key=decision.run_key,
-        asset_selection=[TRAINING_JOB_KEY],
+        asset_selection=[TRAINING_JOB],
         partition_key=decision.customer,
-        run_config={"ops": {"training_job": {"config": config}}},
+        run_config={"ops": {name_of(TRAINING_JOB): {"config": config}}},
         tags={
             "customer": decision.customer,
             DECISION_TAG: str(decision.id),

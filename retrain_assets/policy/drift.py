@@ -15,10 +15,11 @@ from dataclasses import dataclass
 import pandas as pd
 from psycopg2.extras import Json, execute_values
 
+from retrain_assets.asset_keys import STORE_DAY_FEATURES, name_of
 from retrain_assets.features.parquet_store import MissingPartitionError, ParquetPartitionStore
 from retrain_assets.store.database import transaction
 
-ASSET = "store_day_features"
+ASSET = name_of(STORE_DAY_FEATURES)
 DRIFT_FEATURES = ("rolling_mean_7", "rolling_mean_28", "price", "on_promo")
 Stats = dict[str, dict[str, float]]  # feature -> {"mean", "std", "n"}
 
