@@ -109,6 +109,7 @@ def _history(args: argparse.Namespace) -> int:
 def _audit(args: argparse.Namespace) -> int:
     from mlflow.exceptions import MlflowException
 
+    from retrain_assets.registry.audit import audit_registry
     from retrain_assets.registry.mlflow_registry import MlflowRegistry
     from retrain_assets.settings import mlflow_tracking_uri
 
@@ -117,7 +118,7 @@ def _audit(args: argparse.Namespace) -> int:
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "15")
     try:
-        problems = MlflowRegistry(uri).audit(args.customer)
+        problems = audit_registry(MlflowRegistry(uri), args.customer)
     except MlflowException as err:
         raise ValueError(f"cannot read the MLflow registry at {uri}: {err.message}") from err
     for problem in problems:

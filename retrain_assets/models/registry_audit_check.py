@@ -8,6 +8,7 @@ import dagster as dg
 
 from retrain_assets.customers import CUSTOMERS, customer_of
 from retrain_assets.models.registered_model_asset import registered_model
+from retrain_assets.registry.audit import audit_registry
 from retrain_assets.registry.mlflow_registry import experiment_name, model_name
 from retrain_assets.registry.resource import MlflowRegistryResource
 
@@ -23,7 +24,7 @@ def one_version_per_run_key(
 ) -> dg.AssetCheckResult:
     """Audit this customer's experiment and registered model."""
     customer = customer_of(context)
-    problems = mlflow_registry.registry().audit(customer)
+    problems = audit_registry(mlflow_registry.registry(), customer)
     return dg.AssetCheckResult(
         passed=not problems,
         description=(

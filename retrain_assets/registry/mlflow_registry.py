@@ -3,8 +3,8 @@
 The run key (see `retrain_assets.models.run_key`) is the identity of a training run all over the
 platform; here it is the `run_key` tag of the MLflow run and of the registered model version.
 Every write first looks the run key up, so a retried Dagster run (or step) finds what an
-earlier attempt made instead of making a second one; `audit()` reports any run key that still
-ended up with two runs or two versions (a race between replicas, or a hand-made run).
+earlier attempt made instead of making a second one; `registry/audit.py` reports any run key
+that still ended up with two runs or two versions (a race between replicas, a hand-made run).
 
 Names: experiment `demand_forecast/<customer>`, registered model `demand_forecast.<customer>`,
 the logged model `model` in the run, aliases `challenger` (the latest registered candidate),
@@ -18,11 +18,9 @@ import contextlib
 import os
 import tempfile
 import time
-from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import TypeVar
 
 import lightgbm
 import mlflow
@@ -48,28 +46,8 @@ CANARY = "canary"
 PREVIOUS = "previous"
 DECISION_TAG = "deployment_decision"  # on a version promoted to champion: the decision's id
 WITHDRAWN_TAG = "alias_withdrawn"  # version tag: which alias a failed re-gate took, and why
-_PAGE = 1000
+PAGE_SIZE = 1000
 _T = TypeVar("_T")
-
-
-@dataclass(frozen=True)
-class Problem:
-    """A run key that has more than one MLflow run, or more than one registered version."""
-
-    run_key: str
-    duplicated: Literal["runs", "versions"]
-    where: str
-    ids: tuple[str, ...]
-
-    @property
-    def message(self) -> str:
-        """Say which run key is duplicated, what, where, and the ids to clean up."""
-        what = "MLflow runs" if self.duplicated == "runs" else "registered versions"
-        place = "experiment" if self.duplicated == "runs" else "model"
-        return (
-            f"run key {self.run_key} has {len(self.ids)} {what} in {place} {self.where}: "
-            f"{', '.join(self.ids)}"
-        )
 
 
 def experiment_name(customer: str) -> str:
@@ -86,7 +64,7 @@ def model_name(customer: str) -> str:
     return f"{MODEL_PREFIX}{validate_customer_name(customer)}"
 
 
-def _quoted(value: str) -> str:
+def quoted(value: str) -> str:
     """Return `value` as a filter-string literal; refuse quotes instead of escaping them."""
     if "'" in value or '"' in value:
         raise ValueError(f"refusing a quote in an MLflow filter value: {value!r}")
@@ -110,7 +88,7 @@ def process_tracking_uri(uri: str) -> Iterator[None]:
             os.environ["MLFLOW_TRACKING_URI"] = saved
 
 
-def _all_pages(search: Callable[[str | None], list[_T]]) -> Iterator[_T]:
+def all_pages(search: Callable[[str | None], list[_T]]) -> Iterator[_T]:
     """Yield every item of a paged MLflow search (`search(page_token)` returns a PagedList)."""
     token: str | None = None
     while True:
@@ -148,11 +126,11 @@ class MlflowRegistry:
     def runs_of(self, customer: str, run_key: str) -> list[mlflow.entities.Run]:
         """Return the active runs tagged with this run key, oldest first."""
         experiment = self.experiment_id(customer)
-        runs = _all_pages(
+        runs = all_pages(
             lambda token: self.client.search_runs(
                 [experiment],
-                filter_string=f"tags.{RUN_KEY_TAG} = {_quoted(run_key)}",
-                max_results=_PAGE,
+                filter_string=f"tags.{RUN_KEY_TAG} = {quoted(run_key)}",
+                max_results=PAGE_SIZE,
                 page_token=token,
             )
         )
@@ -206,7 +184,7 @@ class MlflowRegistry:
         found = self.client.search_logged_models(
             experiment_ids=[run.info.experiment_id],
             filter_string=(
-                f"source_run_id = {_quoted(run_id)} AND name = {_quoted(LOGGED_MODEL_NAME)}"
+                f"source_run_id = {quoted(run_id)} AND name = {quoted(LOGGED_MODEL_NAME)}"
             ),
             order_by=[{"field_name": "creation_timestamp", "ascending": True}],
         )
@@ -281,7 +259,7 @@ class MlflowRegistry:
         """
         name = model_name(customer)
         found = self.client.search_model_versions(
-            f"name = {_quoted(name)} AND tags.{RUN_KEY_TAG} = {_quoted(run_key)}"
+            f"name = {quoted(name)} AND tags.{RUN_KEY_TAG} = {quoted(run_key)}"
         )
         numbers = sorted(int(version.version) for version in found)
         return [self.client.get_model_version(name, str(number)) for number in numbers]
@@ -324,7 +302,7 @@ class MlflowRegistry:
         return created.version
 
     def _latest_version(self, name: str) -> int:
-        versions = self.client.search_model_versions(f"name = {_quoted(name)}")
+        versions = self.client.search_model_versions(f"name = {quoted(name)}")
         return max((int(version.version) for version in versions), default=0)
 
     def champion(self, customer: str) -> tuple[str, str] | None:
@@ -415,54 +393,3 @@ class MlflowRegistry:
         self.client.set_model_version_tag(name, str(version), WITHDRAWN_TAG, f"{alias}: {reason}")
         self.client.delete_registered_model_alias(name, alias)
         return True
-
-    # -- audit --------------------------------------------------------------------------------
-
-    def audit(self, customer: str | None = None) -> list[Problem]:
-        """Return every run key with more than one MLflow run or registered version.
-
-        Looks at all experiments `demand_forecast/*` (active runs) and all registered models
-        `demand_forecast.*`, or at one customer's experiment and model.
-        """
-        problems: list[Problem] = []
-        pattern = experiment_name(customer) if customer else EXPERIMENT_PREFIX + "%"
-        experiments = self.client.search_experiments(filter_string=f"name LIKE {_quoted(pattern)}")
-        for experiment in experiments:
-            runs = _all_pages(
-                lambda token, eid=experiment.experiment_id: self.client.search_runs(
-                    [eid], max_results=_PAGE, page_token=token
-                )
-            )
-            problems += _duplicates(
-                ((run.data.tags.get(RUN_KEY_TAG), run.info.run_id) for run in runs),
-                "runs",
-                experiment.name,
-            )
-        model_pattern = model_name(customer) if customer else MODEL_PREFIX + "%"
-        models = _all_pages(
-            lambda token: self.client.search_registered_models(
-                filter_string=f"name LIKE {_quoted(model_pattern)}", page_token=token
-            )
-        )
-        for model in models:
-            versions = self.client.search_model_versions(f"name = {_quoted(model.name)}")
-            problems += _duplicates(
-                ((version.tags.get(RUN_KEY_TAG), version.version) for version in versions),
-                "versions",
-                model.name,
-            )
-        return problems
-
-
-def _duplicates(
-    keyed: Iterable[tuple[str | None, str]], duplicated: Literal["runs", "versions"], where: str
-) -> list[Problem]:
-    by_key: dict[str, list[str]] = defaultdict(list)
-    for run_key, item in keyed:
-        if run_key:
-            by_key[run_key].append(item)
-    return [
-        Problem(run_key, duplicated, where, tuple(sorted(ids, key=lambda i: (len(i), i))))
-        for run_key, ids in sorted(by_key.items())
-        if len(ids) > 1
-    ]

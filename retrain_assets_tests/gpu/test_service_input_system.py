@@ -16,8 +16,8 @@ import psutil
 import pytest
 
 from retrain_assets.gpu.service.http_guard import MAX_BODY_BYTES
+from retrain_assets.gpu.service.job_store import MAX_ERROR_CHARS
 from retrain_assets.gpu.service.schemas import MAX_FEATURES
-from retrain_assets.gpu.service.store import MAX_ERROR_CHARS
 from retrain_assets.store.server import PostgresServer
 from retrain_assets_tests.gpu.service_process import (
     TOKEN,

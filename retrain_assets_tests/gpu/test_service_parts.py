@@ -6,8 +6,8 @@ import pydantic
 import pytest
 
 from retrain_assets.gpu.service.http_errors import strict_json_loads
+from retrain_assets.gpu.service.job_store import MAX_ERROR_CHARS, bounded_error
 from retrain_assets.gpu.service.schemas import TrainingSpec
-from retrain_assets.gpu.service.store import MAX_ERROR_CHARS, bounded_error
 from retrain_assets.gpu.service.worker import describe
 
 SPEC = {"customer": "acme", "dataset_url": "/data/train.parquet", "features": ["price"]}

@@ -4,7 +4,7 @@ import uuid
 import mlflow
 import pytest
 
-from retrain_assets.registry import MlflowRegistry, MlflowRegistryResource
+from retrain_assets.registry import MlflowRegistry, MlflowRegistryResource, audit_registry
 from retrain_assets.registry.mlflow_registry import experiment_name, model_name
 
 PNG = b"\x89PNG\r\n\x1a\nnot really a picture"
@@ -97,7 +97,7 @@ def test_audit_names_run_keys_with_two_runs_or_two_versions(mlflow_uri, model_fi
     registry.register(
         name, clean_key, logged_run(registry, name, clean_key, model_file, example_frame)
     )
-    assert [p for p in registry.audit() if p.run_key in (key, clean_key)] == []
+    assert [p for p in audit_registry(registry) if p.run_key in (key, clean_key)] == []
 
     # a second run and a second version for the same run key, made behind the registry's back
     experiment = registry.experiment_id(name)
@@ -111,7 +111,7 @@ def test_audit_names_run_keys_with_two_runs_or_two_versions(mlflow_uri, model_fi
         model_id=model_id,
     )
 
-    problems = [p for p in registry.audit() if p.run_key in (key, clean_key)]
+    problems = [p for p in audit_registry(registry) if p.run_key in (key, clean_key)]
     assert {(p.run_key, p.duplicated) for p in problems} == {(key, "runs"), (key, "versions")}
     runs = next(p for p in problems if p.duplicated == "runs")
     assert set(runs.ids) == {run_id, stray.info.run_id}

@@ -36,11 +36,11 @@ from retrain_assets.gpu.service.http_errors import (
     validation_error,
 )
 from retrain_assets.gpu.service.http_guard import MAX_BODY_BYTES, RequestGuard
+from retrain_assets.gpu.service.job_store import JobStore
 from retrain_assets.gpu.service.migrations import migrate
 from retrain_assets.gpu.service.routes import build_router
 from retrain_assets.gpu.service.scheduler import Scheduler
 from retrain_assets.gpu.service.service_lock import ServiceLock
-from retrain_assets.gpu.service.store import JobStore
 from retrain_assets.server_process import (
     StopSignal,
     check_port_free,

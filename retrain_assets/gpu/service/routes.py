@@ -14,6 +14,7 @@ from fastapi.responses import FileResponse
 
 from retrain_assets.gpu.service.http_errors import StrictJsonRoute
 from retrain_assets.gpu.service.http_guard import MAX_BODY_BYTES
+from retrain_assets.gpu.service.job_store import ArtifactRecord, JobStore, KeyConflict
 from retrain_assets.gpu.service.scheduler import Scheduler
 from retrain_assets.gpu.service.schemas import (
     IDEMPOTENCY_KEY_PATTERN,
@@ -25,7 +26,6 @@ from retrain_assets.gpu.service.schemas import (
     StatusResponse,
     SubmitRequest,
 )
-from retrain_assets.gpu.service.store import ArtifactRecord, JobStore, KeyConflict
 
 FAULTS_DISABLED = "fault injection is disabled on this service"
 # A job id in a path: bounded and plain, checked before any query (a NUL would break one).

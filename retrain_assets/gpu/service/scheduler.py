@@ -26,8 +26,8 @@ from pathlib import Path
 
 import psutil
 
+from retrain_assets.gpu.service.job_store import Claim, JobStore, RunningJob
 from retrain_assets.gpu.service.service_lock import LockTaken, ServiceLock
-from retrain_assets.gpu.service.store import Claim, JobStore, RunningJob
 from retrain_assets.gpu.service.worker import (
     DATABASE_ERRORS,
     DATABASE_UNAVAILABLE_EXIT,

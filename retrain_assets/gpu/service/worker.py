@@ -24,7 +24,8 @@ from pathlib import Path
 import psycopg2
 
 from retrain_assets.gpu.service.faults import FaultPlan
-from retrain_assets.gpu.service.store import LostOwnership, WorkerLedger, bounded_error
+from retrain_assets.gpu.service.job_store import bounded_error
+from retrain_assets.gpu.service.worker_ledger import LostOwnership, WorkerLedger
 
 DB_URL_ENV = "RETRAIN_GPU_DB_URL"
 WORKER_MODULE = "retrain_assets.gpu.service.worker"
