@@ -38,6 +38,10 @@ def main() -> None:
     from retrain_assets.demo.simulate import land_tenant
     from retrain_assets.demo.tenants import DEMO_TENANTS
     from retrain_assets.settings import landing_root
+    from retrain_assets.store.server import ensure_database, start_server
+
+    # what `up` exports and definitions.py reads (dg.EnvVar)
+    os.environ["RETRAIN_APP_PG_URL"] = ensure_database(start_server(), "app")
 
     days = [FIRST + dt.timedelta(days=i) for i in range(args.days)]
     started = time.perf_counter()

@@ -79,10 +79,15 @@ def tick(app_url: str, instance: Any) -> tuple[float, Any]:
     import dagster as dg
 
     from retrain_assets.automation.gpu_job_poller import gpu_job_poller
+    from retrain_assets.features.parquet_store import PartitionStorage
     from retrain_assets.models.resources import GpuServiceResource
     from retrain_assets.store.resource import ProjectDatabase
 
-    resources = {"project_db": ProjectDatabase(url=app_url), "gpu_service": GpuServiceResource()}
+    resources = {
+        "project_db": ProjectDatabase(url=app_url),
+        "gpu_service": GpuServiceResource(),
+        "partition_storage": PartitionStorage(),
+    }
     context = dg.build_sensor_context(instance=instance, resources=resources)
     started = time.perf_counter()
     result = gpu_job_poller(context)

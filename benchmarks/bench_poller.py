@@ -246,11 +246,13 @@ def measure_ticks(here: World, ticks: int) -> TickResult:
     import dagster as dg
 
     from retrain_assets.automation.gpu_job_poller import gpu_job_poller
+    from retrain_assets.features.parquet_store import PartitionStorage
     from retrain_assets.gpu.client import STATUS_BATCH, HttpGpuService
     from retrain_assets.machines import engine
     from retrain_assets.machines.store import pointers_in_state
     from retrain_assets.machines.training import JOB_ID, NAME
     from retrain_assets.models.resources import GpuServiceResource, training_services
+    from retrain_assets.settings import storage_root
     from retrain_assets.store.resource import ProjectDatabase
 
     os.environ["RETRAIN_APP_PG_URL"] = here.app_url
@@ -260,7 +262,11 @@ def measure_ticks(here: World, ticks: int) -> TickResult:
     for index in range(ticks):
         context = dg.build_sensor_context(
             instance=instance,
-            resources={"project_db": ProjectDatabase(), "gpu_service": GpuServiceResource()},
+            resources={
+                "project_db": ProjectDatabase(),
+                "partition_storage": PartitionStorage(),
+                "gpu_service": GpuServiceResource(),
+            },
         )
         before = db_now(here.app_url)
         seconds, result = timed(lambda context=context: gpu_job_poller(context))
@@ -296,17 +302,17 @@ def measure_ticks(here: World, ticks: int) -> TickResult:
 
     machine = _machine()
     gpu = HttpGpuService(here.service.url, os.environ["RETRAIN_GPU_TOKEN"])
-    services = training_services(here.app_url, gpu)
+    services = training_services(here.app_url, gpu, storage_root())
 
     def advance_all() -> None:
         for p in waiting:
-            engine.advance(here.app_url, machine, p.customer, services, known=jobs)
+            engine.advance(here.app_url, machine, p.customer, services, prefetched=jobs)
 
     loop_seconds, _ = timed(advance_all)
 
     customers = [p.customer for p in waiting]
     many_seconds, many = timed(
-        lambda: engine.advance_many(here.app_url, machine, customers, services, known=jobs)
+        lambda: engine.advance_many(here.app_url, machine, customers, services, prefetched=jobs)
     )
     gpu.close()
     if sum(r.waiting for r in many.values()) != len(waiting):

@@ -91,7 +91,7 @@ def _status(args: argparse.Namespace) -> int:
     from retrain_assets.runtime.machine_report import status_lines
     from retrain_assets.store.resource import ProjectDatabase
 
-    print("\n".join(status_lines(ProjectDatabase().connection_url(), args.customer)))
+    print("\n".join(status_lines(ProjectDatabase().prepare(), args.customer)))
     return 0
 
 
@@ -100,7 +100,7 @@ def _history(args: argparse.Namespace) -> int:
     from retrain_assets.runtime.machine_report import history_lines
     from retrain_assets.store.resource import ProjectDatabase
 
-    url = ProjectDatabase().connection_url()
+    url = ProjectDatabase().prepare()
     customer = validate_customer_name(args.customer)
     print("\n".join(history_lines(url, customer, args.machine, args.run_key)))
     return 0
@@ -143,7 +143,7 @@ def _audit_deployments(uri: str, customer: str | None) -> int:
     from retrain_assets.registry.mlflow_registry import MlflowRegistry
     from retrain_assets.store.resource import ProjectDatabase
 
-    lines = audit_lines(ProjectDatabase().connection_url(), MlflowRegistry(uri), customer)
+    lines = audit_lines(ProjectDatabase().prepare(), MlflowRegistry(uri), customer)
     for line in lines:
         print(line)
     return len(lines)
@@ -153,7 +153,7 @@ def _decisions(args: argparse.Namespace) -> int:
     from retrain_assets.policy.commands import decision_lines
     from retrain_assets.store.resource import ProjectDatabase
 
-    url = ProjectDatabase().connection_url()
+    url = ProjectDatabase().prepare()
     print("\n".join(decision_lines(url, args.customer, args.limit)))
     return 0
 
@@ -162,7 +162,7 @@ def _deployments(args: argparse.Namespace) -> int:
     from retrain_assets.deployment.commands import auto_lines, deployment_lines, set_auto
     from retrain_assets.store.resource import ProjectDatabase
 
-    url = ProjectDatabase().connection_url()
+    url = ProjectDatabase().prepare()
     if args.action == "auto":
         if args.value is None:
             print("\n".join(auto_lines(url, args.customer_name)))
@@ -179,7 +179,7 @@ def _rollback(args: argparse.Namespace) -> int:
     from retrain_assets.settings import mlflow_tracking_uri
     from retrain_assets.store.resource import ProjectDatabase
 
-    url = ProjectDatabase().connection_url()
+    url = ProjectDatabase().prepare()
     registry = MlflowRegistry(mlflow_tracking_uri())
     print(rollback_now(url, registry, args.customer, args.reason, args.by or _who()))
     return 0
@@ -204,7 +204,7 @@ def _policy(args: argparse.Namespace) -> int:
     from retrain_assets.policy.commands import apply_settings, settings_lines
     from retrain_assets.store.resource import ProjectDatabase
 
-    url = ProjectDatabase().connection_url()
+    url = ProjectDatabase().prepare()
     if args.action == "show":
         print("\n".join(settings_lines(url, args.customer)))
         return 0

@@ -5,10 +5,11 @@ from __future__ import annotations
 import dagster as dg
 
 from retrain_assets.automation.customer_discovery import customer_discovery
-from retrain_assets.automation.gpu_job_poller import gpu_job_poller
-from retrain_assets.automation.landing_arrivals import landing_arrivals
-from retrain_assets.automation.retraining_policy import retraining_policy
-from retrain_assets.automation.rollout_controller import rollout_controller
+from retrain_assets.automation.gpu_job_poller import build_gpu_job_poller
+from retrain_assets.automation.intervals import LANDING, POLICY, POLL, ROLLOUT, interval_seconds
+from retrain_assets.automation.landing_arrivals import build_landing_arrivals
+from retrain_assets.automation.retraining_policy import build_retraining_policy
+from retrain_assets.automation.rollout_controller import build_rollout_controller
 from retrain_assets.deployment.tracking import deployment_mlflow
 from retrain_assets.features.parquet_store import DailyParquetIOManager, PartitionStorage
 from retrain_assets.features.sales_asset import sales
@@ -31,6 +32,9 @@ DEPLOY_JOB = "deploy_model"
 
 def build_definitions() -> dg.Definitions:
     """Return the code location; resources resolve their environment when a run starts.
+
+    The sensors' tick intervals are read here, from the environment, and nowhere at import: a
+    bad value raises `InvalidInterval` naming the variable and the value.
 
     There is deliberately no edge from `features` into `models`: the model side learns which
     snapshot to read from its run config (a recorded decision), never from the asset graph.
@@ -67,17 +71,24 @@ def build_definitions() -> dg.Definitions:
         ],
         sensors=[
             customer_discovery,
-            gpu_job_poller,
-            retraining_policy,
-            landing_arrivals,
-            rollout_controller,
+            build_gpu_job_poller(interval_seconds(POLL)),
+            build_retraining_policy(interval_seconds(POLICY)),
+            build_landing_arrivals(interval_seconds(LANDING)),
+            build_rollout_controller(interval_seconds(ROLLOUT)),
         ],
         resources={
-            "project_db": ProjectDatabase(),
+            # URLs and tokens come from the environment `retrain-assets up` exports to every
+            # process (runtime/environment.py); an unset one fails the run that needs it,
+            # naming the variable.
+            "project_db": ProjectDatabase(url=dg.EnvVar("RETRAIN_APP_PG_URL")),
             "partition_storage": storage,
             "io_manager": DailyParquetIOManager(storage=storage),
-            "gpu_service": GpuServiceResource(),
-            "mlflow_registry": MlflowRegistryResource(),
+            "gpu_service": GpuServiceResource(
+                url=dg.EnvVar("RETRAIN_GPU_URL"), token=dg.EnvVar("RETRAIN_GPU_TOKEN")
+            ),
+            "mlflow_registry": MlflowRegistryResource(
+                tracking_uri=dg.EnvVar("MLFLOW_TRACKING_URI")
+            ),
             "gate_settings": GateSettings(),
             "deployment_mlflow": deployment_mlflow,
         },

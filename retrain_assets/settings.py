@@ -11,6 +11,10 @@ from pathlib import Path
 
 DEFAULT_HOME = ".retrain"
 DEFAULT_DB_PREFIX = "retrain_"
+# The GPU and prediction services' well-known development token: a hand-started local service
+# and its client agree without configuration. `up` never uses it (it exports random tokens).
+DEV_TOKEN = "dev-token"
+DEFAULT_GPU_PORT = 8765  # the GPU service's own default port
 
 
 def retrain_home() -> Path:
@@ -48,7 +52,7 @@ def gpu_service_port() -> int:
 
     Only the local service uses it; a service at RETRAIN_GPU_URL listens wherever it was put.
     """
-    return int(os.environ.get("RETRAIN_GPU_PORT", "8765"))
+    return int(os.environ.get("RETRAIN_GPU_PORT", str(DEFAULT_GPU_PORT)))
 
 
 def gpu_service_url() -> str:
@@ -67,7 +71,7 @@ def gpu_token() -> str:
     local service agree without configuration; `up` never relies on it for its own service
     (it exports a random token when the variable is unset).
     """
-    return os.environ.get("RETRAIN_GPU_TOKEN") or "dev-token"
+    return os.environ.get("RETRAIN_GPU_TOKEN") or DEV_TOKEN
 
 
 def gpu_slots() -> int:
@@ -166,7 +170,7 @@ def serve_token() -> str:
     in agreement; `up` exports a random token when the variable is unset, and the service warns
     when it runs with the default.
     """
-    return os.environ.get("RETRAIN_SERVE_TOKEN") or "dev-token"
+    return os.environ.get("RETRAIN_SERVE_TOKEN") or DEV_TOKEN
 
 
 def serve_max_models() -> int:

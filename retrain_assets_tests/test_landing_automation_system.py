@@ -19,7 +19,7 @@ import pytest
 from retrain_assets.demo.simulate import land_tenant
 from retrain_assets.demo.tenants import DEMO_TENANTS
 from retrain_assets.policy.decisions import Decision
-from retrain_assets.policy.rule import evaluate
+from retrain_assets.policy.rule import policy_outcome
 from retrain_assets.policy.thresholds import DEFAULTS
 from retrain_assets.store.snapshots import SnapshotRecord
 from retrain_assets_tests.running_platform import RunningPlatform, running_platform
@@ -225,7 +225,7 @@ def test_landed_days_publish_themselves_and_a_late_file_republishes_its_day_once
         def no_drift(*_):
             raise AssertionError("no new day: drift is never measured")
 
-        outcome = evaluate(
+        outcome = policy_outcome(
             SMALL.name, DEFAULTS, after_late, last, None, None, dt.datetime.now(dt.UTC), no_drift
         )
         assert outcome.action == "skip" and "0 of 1000 new rows" in outcome.reason

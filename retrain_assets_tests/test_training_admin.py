@@ -8,6 +8,7 @@ import pytest
 
 from retrain_assets.automation.gpu_job_poller import gpu_job_poller
 from retrain_assets.cli import main
+from retrain_assets.features.parquet_store import PartitionStorage
 from retrain_assets.gpu.protocol import JobStatus
 from retrain_assets.machines import advance, history, pointer
 from retrain_assets.machines.repoint import UnknownState
@@ -18,6 +19,7 @@ from retrain_assets.runtime.training_admin import (
     reset_training,
     retry_training,
 )
+from retrain_assets.settings import storage_root
 from retrain_assets.store.migrations import migrate
 from retrain_assets.store.resource import ProjectDatabase
 from retrain_assets_tests.machines.test_handoff_sensor import GPU, FakeGpuResource
@@ -36,17 +38,23 @@ def world(app_db, tmp_path, monkeypatch):
 
 
 def tick(db, instance) -> dg.SensorResult:
-    resources = {"project_db": ProjectDatabase(url=db), "gpu_service": FakeGpuResource()}
+    resources = {
+        "project_db": ProjectDatabase(url=db),
+        "gpu_service": FakeGpuResource(),
+        "partition_storage": PartitionStorage(),
+    }
     return gpu_job_poller(dg.build_sensor_context(instance=instance, resources=resources))
 
 
 def failed_download(db) -> None:
     """acme's job succeeded, then every download failed: the run ended FAILED."""
     start_training(db, "acme", KEY, SPEC)
-    advance(db, training_machine(), "acme", training_services(db, GPU))
+    advance(db, training_machine(), "acme", training_services(db, GPU, storage_root()))
     GPU.set_status("job-1", JobStatus.SUCCEEDED)
     GPU.download_errors = [ConnectionError("reset by peer")] * 5
-    advance(db, training_machine(), "acme", training_services(db, GPU, fetching=True))
+    advance(
+        db, training_machine(), "acme", training_services(db, GPU, storage_root(), fetching=True)
+    )
     assert pointer(db, "training", "acme").state == "FAILED"
 
 

@@ -18,7 +18,6 @@ days it only polled: its tick history and the run keys it used stay with it.
 """
 
 import datetime as dt
-import os
 import time
 
 import dagster as dg
@@ -30,14 +29,16 @@ from retrain_assets.automation.handoff import (
     handoff_facts,
     handoff_requests,
 )
+from retrain_assets.automation.intervals import POLL, interval_seconds
 from retrain_assets.automation.registration_selection import registration_selection
 from retrain_assets.deployment.records import auto_deploy_ready
+from retrain_assets.features.parquet_store import PartitionStorage
 from retrain_assets.gpu.protocol import Job, JobStatus
 from retrain_assets.machines.engine import advance_many
 from retrain_assets.machines.handoff import HANDOFF_STATES, FactsByCustomer, request_key
 from retrain_assets.machines.observations import transition_observations
 from retrain_assets.machines.store import Pointer, unfinished_pointers
-from retrain_assets.machines.training import JOB_ID, NAME, training_machine
+from retrain_assets.machines.training import JOB_ID, NAME, POLL_JOB, training_machine
 from retrain_assets.models.deployed_model_asset import deployed_model
 from retrain_assets.models.model_candidate_asset import model_candidate
 from retrain_assets.models.registered_model_asset import registered_model
@@ -49,8 +50,12 @@ STRANDED_AFTER_SECONDS = 300.0  # a started pointer no run advanced within this 
 
 
 def poll_interval_seconds() -> int:
-    """Return the tick interval: one poll visit per tick, so interval x 100 bounds the wait."""
-    return int(os.environ.get("RETRAIN_POLL_INTERVAL_SECONDS", "180"))
+    """Return the tick interval from ${var} (default 180: interval x 100 bounds the wait).
+
+    Raises:
+        InvalidInterval: the variable is not a positive whole number.
+    """
+    return interval_seconds(POLL)
 
 
 def candidate_request(
@@ -83,16 +88,10 @@ def due(pointers: list[Pointer], now: dt.datetime) -> list[Pointer]:
     return [p for p in pointers if p.status != "ready" or p.updated_at <= stranded]
 
 
-@dg.sensor(
-    minimum_interval_seconds=poll_interval_seconds(),
-    default_status=dg.DefaultSensorStatus.RUNNING,
-    asset_selection=[model_candidate, registered_model, deployed_model],
-    description="Advances every unfinished training machine: polls GPU jobs in one batched "
-    "call and requests, follows and re-requests each finished job's candidate run.",
-)
-def gpu_job_poller(
+def _tick(
     context: dg.SensorEvaluationContext,
     project_db: ProjectDatabase,
+    partition_storage: PartitionStorage,
     gpu_service: GpuServiceResource,
 ) -> dg.SensorResult:
     """Advance unfinished training machines; request the candidate runs their hand-offs need."""
@@ -102,14 +101,14 @@ def gpu_job_poller(
     chosen = due(pointers, dt.datetime.now(dt.UTC))
     if not chosen:
         return dg.SensorResult(skip_reason="no training machine is waiting")
-    polling = [p for p in chosen if p.state == "POLL_JOB"]
+    polling = [p for p in chosen if p.state == POLL_JOB]
     jobs: dict[str, Job] = {}
     if polling:
         try:
             jobs = gpu.statuses([str(p.payload[JOB_ID]) for p in polling])
         except Exception as err:  # the service is down: polls wait, hand-offs still move
             context.log.error(f"GPU service unreachable, {len(polling)} poll(s) wait: {err}")
-            chosen = [p for p in chosen if p.state != "POLL_JOB"]
+            chosen = [p for p in chosen if p.state != POLL_JOB]
     succeeded = {
         p.customer
         for p in polling
@@ -118,17 +117,19 @@ def gpu_job_poller(
     }
     # Facts for every run that is or may get into the hand-off this tick: all but the polls
     # still going (the bulk of a tick), so a repointed or restarted run asks in this tick.
-    handing = [p for p in chosen if p.state != "POLL_JOB" or p.customer in succeeded]
+    handing = [p for p in chosen if p.state != POLL_JOB or p.customer in succeeded]
     facts = handoff_facts(context.instance, db_url, handing)
     machine = training_machine()
-    services = training_services(db_url, gpu, handoff=FactsByCustomer(facts))
+    services = training_services(
+        db_url, gpu, partition_storage.root(), handoff=FactsByCustomer(facts)
+    )
     # Chunks not started inside the budget stay untouched: nobody loses a visit.
     results = advance_many(
         db_url,
         machine,
         [p.customer for p in chosen],
         services,
-        known=jobs,
+        prefetched=jobs,
         deadline=started + TICK_BUDGET_SECONDS,
     )
     final = {p.customer: p for p in pointers}
@@ -163,3 +164,22 @@ def gpu_job_poller(
         f"{advanced} advanced, {len(chosen) - len(results)} deferred to the next tick"
     )
     return dg.SensorResult(run_requests=requests, asset_events=moves)
+
+
+def build_gpu_job_poller(interval_seconds: int = POLL.default) -> dg.SensorDefinition:
+    """Return the sensor, ticking every `interval_seconds` (one POLL_JOB visit per tick).
+
+    `definitions.py` passes the interval it read from the variable; the default is for
+    code that uses the sensor without the code location (tests, benchmarks).
+    """
+    return dg.sensor(
+        name="gpu_job_poller",
+        minimum_interval_seconds=interval_seconds,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        asset_selection=[model_candidate, registered_model, deployed_model],
+        description="Advances every unfinished training machine: polls GPU jobs in one batched "
+        "call and requests, follows and re-requests each finished job's candidate run.",
+    )(_tick)
+
+
+gpu_job_poller = build_gpu_job_poller()

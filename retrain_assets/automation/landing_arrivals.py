@@ -28,6 +28,7 @@ from retrain_assets.automation.feature_staleness import (
     lookback_storage_ids,
     stale_feature_days,
 )
+from retrain_assets.automation.intervals import LANDING
 from retrain_assets.automation.landing_days import (
     DayRange,
     LandingPlan,
@@ -39,7 +40,6 @@ from retrain_assets.automation.landing_scan import scan_landing
 from retrain_assets.automation.landing_settings import (
     day_cutoff_hours,
     landing_automation_enabled,
-    landing_interval_seconds,
     landing_settle_seconds,
 )
 from retrain_assets.customers import CUSTOMERS
@@ -167,16 +167,7 @@ def _summary(plan: LandingPlan, behind: list[dt.date], follow: list[DayRange]) -
     return "; ".join(parts) or "no new or changed landing day, no feature day behind its sales"
 
 
-@dg.sensor(
-    name=NAME,
-    minimum_interval_seconds=landing_interval_seconds(),
-    default_status=dg.DefaultSensorStatus.RUNNING,
-    job_name=FEATURES_JOB,
-    description="Reads each landing day once it is complete (every active customer delivered, "
-    "or its cut-off passed) and again when a late file changes it: one sales + "
-    "store_day_features run per day range. The data side only.",
-)
-def landing_arrivals(context: dg.SensorEvaluationContext) -> dg.SensorResult:
+def _tick(context: dg.SensorEvaluationContext) -> dg.SensorResult:
     """Request runs for ready days whose files changed and for feature days behind sales."""
     if not landing_automation_enabled():
         return dg.SensorResult(
@@ -214,3 +205,23 @@ def landing_arrivals(context: dg.SensorEvaluationContext) -> dg.SensorResult:
     if not requests:
         return dg.SensorResult(skip_reason=summary, cursor=cursor)
     return dg.SensorResult(run_requests=requests, cursor=cursor)
+
+
+def build_landing_arrivals(interval_seconds: int = LANDING.default) -> dg.SensorDefinition:
+    """Return the sensor, ticking every `interval_seconds` (a tick looks at the landing zone).
+
+    `definitions.py` passes the interval it read from the variable; the default is for
+    code that uses the sensor without the code location (tests, benchmarks).
+    """
+    return dg.sensor(
+        minimum_interval_seconds=interval_seconds,
+        name=NAME,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        job_name=FEATURES_JOB,
+        description="Reads each landing day once it is complete (every active customer delivered, "
+        "or its cut-off passed) and again when a late file changes it: one sales + "
+        "store_day_features run per day range. The data side only.",
+    )(_tick)
+
+
+landing_arrivals = build_landing_arrivals()

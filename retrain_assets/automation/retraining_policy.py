@@ -8,11 +8,11 @@ run or backfill is publishing feature days, nobody gets a decision (settled data
 
 import bisect
 import datetime as dt
-import os
 import time
 
 import dagster as dg
 
+from retrain_assets.automation.intervals import POLICY, interval_seconds
 from retrain_assets.customers import (
     CUSTOMERS,
     refused_partition_message,
@@ -32,7 +32,7 @@ from retrain_assets.policy.decisions import (
 from retrain_assets.policy.dispatch import DECISION_TAG, requests_for_open, training_request
 from retrain_assets.policy.drift import Baselines, DayFrames, DriftMeasure, measure_drift
 from retrain_assets.policy.history import Published, choose_window
-from retrain_assets.policy.rule import Outcome, evaluate
+from retrain_assets.policy.rule import Outcome, policy_outcome
 from retrain_assets.policy.settled import publishing_work
 from retrain_assets.policy.thresholds import DEFAULTS, all_settings
 from retrain_assets.store.resource import ProjectDatabase
@@ -46,27 +46,15 @@ clock = time.monotonic  # the tick budget's clock (tests replace it)
 
 
 def policy_interval_seconds() -> int:
-    """Return the tick interval (RETRAIN_POLICY_INTERVAL_SECONDS, default 300).
+    """Return the tick interval from ${var} (default 300).
 
     Raises:
-        ValueError: the variable is not a positive whole number.
+        InvalidInterval: the variable is not a positive whole number.
     """
-    text = os.environ.get("RETRAIN_POLICY_INTERVAL_SECONDS", "300")
-    if not text.isdigit() or int(text) < 1:
-        raise ValueError(
-            f"RETRAIN_POLICY_INTERVAL_SECONDS must be a positive whole number, not {text!r}"
-        )
-    return int(text)
+    return interval_seconds(POLICY)
 
 
-@dg.sensor(
-    minimum_interval_seconds=policy_interval_seconds(),
-    default_status=dg.DefaultSensorStatus.RUNNING,
-    asset_selection=[training_job],
-    description="Decides per customer (schedule, new-data volume, approved drift) when to "
-    "train; records each decision and requests training_job with the decision id as run_key.",
-)
-def retraining_policy(
+def _tick(
     context: dg.SensorEvaluationContext,
     project_db: ProjectDatabase,
     partition_storage: PartitionStorage,
@@ -113,7 +101,7 @@ def retraining_policy(
             continue
         choice = settings.get(customer, DEFAULTS)
         try:
-            outcome = evaluate(
+            outcome = policy_outcome(
                 customer,
                 choice,
                 published,
@@ -205,3 +193,22 @@ def _act(
     requests.append(training_request(decision))
     context.log.info(f"{customer}: decision {decision.id} ({decision.policy}): {outcome.reason}")
     return f"{customer}: decision {decision.id}: {outcome.reason}"
+
+
+def build_retraining_policy(interval_seconds: int = POLICY.default) -> dg.SensorDefinition:
+    """Return the sensor, ticking every `interval_seconds` (each decides per customer).
+
+    `definitions.py` passes the interval it read from the variable; the default is for
+    code that uses the sensor without the code location (tests, benchmarks).
+    """
+    return dg.sensor(
+        name="retraining_policy",
+        minimum_interval_seconds=interval_seconds,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        asset_selection=[training_job],
+        description="Decides per customer (schedule, new-data volume, approved drift) when to "
+        "train; records each decision and requests training_job with the decision id as run_key.",
+    )(_tick)
+
+
+retraining_policy = build_retraining_policy()

@@ -8,16 +8,16 @@ rows in Postgres. After advancing, new analyses are mirrored into their MLflow r
 is left of the tick's budget.
 """
 
-import os
 import time
 
 import dagster as dg
 
 from retrain_assets.asset_keys import DEPLOYED_MODEL
+from retrain_assets.automation.intervals import ROLLOUT, interval_seconds
 from retrain_assets.deployment.advancing import TickReport, advance_rollouts
 from retrain_assets.deployment.mirror import MirrorReport, mirror_analyses
 from retrain_assets.deployment.rollout_machine import rollout_machine
-from retrain_assets.deployment.rollout_settings import DEFAULTS, rollout_settings
+from retrain_assets.deployment.rollout_settings import rollout_settings
 from retrain_assets.features.parquet_store import PartitionStorage
 from retrain_assets.machines.observations import transition_observations
 from retrain_assets.registry.resource import MlflowRegistryResource
@@ -29,22 +29,15 @@ SHOWN = 20  # customers named in the skip reason; the tick log has them all
 
 
 def rollout_interval_seconds() -> int:
-    """Return the tick interval (RETRAIN_ROLLOUT_INTERVAL_SECONDS, default 60)."""
-    text = os.environ.get("RETRAIN_ROLLOUT_INTERVAL_SECONDS", str(DEFAULTS.interval_seconds))
-    if not text.isdigit() or int(text) < 1:
-        raise ValueError(
-            f"RETRAIN_ROLLOUT_INTERVAL_SECONDS must be a positive whole number, not {text!r}"
-        )
-    return int(text)
+    """Return the tick interval from ${var} (default 60).
+
+    Raises:
+        InvalidInterval: the variable is not a positive whole number.
+    """
+    return interval_seconds(ROLLOUT)
 
 
-@dg.sensor(
-    minimum_interval_seconds=rollout_interval_seconds(),
-    default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Advances every customer's rollout in one tick: canary steps analysed from the "
-    "prediction log and the materialized actuals, promotion or rollback.",
-)
-def rollout_controller(
+def _tick(
     context: dg.SensorEvaluationContext,
     project_db: ProjectDatabase,
     mlflow_registry: MlflowRegistryResource,
@@ -97,3 +90,21 @@ def tick_lines(report: TickReport, mirrored: MirrorReport) -> list[str]:
     lines += [f"{c}: closed {why}" for c, why in sorted(report.closed.items())]
     lines += [f"{c}: deferred (tick budget used)" for c in report.deferred]
     return lines
+
+
+def build_rollout_controller(interval_seconds: int = ROLLOUT.default) -> dg.SensorDefinition:
+    """Return the sensor, ticking every `interval_seconds` (a tick moves every rollout).
+
+    `definitions.py` passes the interval it read from the variable; the default is for
+    code that uses the sensor without the code location (tests, benchmarks).
+    """
+    return dg.sensor(
+        name="rollout_controller",
+        minimum_interval_seconds=interval_seconds,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description="Advances every customer's rollout in one tick: canary steps analysed from the "
+        "prediction log and the materialized actuals, promotion or rollback.",
+    )(_tick)
+
+
+rollout_controller = build_rollout_controller()

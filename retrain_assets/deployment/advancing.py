@@ -22,6 +22,7 @@ from retrain_assets.deployment.records import ActiveRollout, active_rollouts
 from retrain_assets.deployment.rollout_machine import (
     FACTS,
     NAME,
+    ROLLED_BACK,
     AliasRegistry,
     RolloutServices,
     TickFacts,
@@ -33,11 +34,12 @@ from retrain_assets.deployment.routes import Route
 from retrain_assets.deployment.writes import Finish, RolloutWrites
 from retrain_assets.features.parquet_store import ParquetPartitionStore
 from retrain_assets.machines.engine import AdvanceResult, advance_many
+from retrain_assets.machines.table import DONE
 from retrain_assets.store.database import transaction
 from retrain_assets.store.snapshots import latest_snapshots
 
 CHUNK = 100  # customers per transaction: a chunk of promotions stays a few seconds of MLflow
-_OUTCOME_OF_END = {"DONE": "promoted", "ROLLED_BACK": "rolled_back"}
+_OUTCOME_OF_END = {DONE: "promoted", ROLLED_BACK: "rolled_back"}
 
 
 @dataclass
@@ -120,7 +122,7 @@ def advance_rollouts(
         machine,
         names,
         services,
-        known={FACTS: facts},
+        prefetched={FACTS: facts},
         chunk=chunk,
         deadline=deadline,
         before_commit=writes.flush,
@@ -191,7 +193,7 @@ def _close_ended(
         outcome = _OUTCOME_OF_END.get(state or "", "failed")
         why = (pointer.reason if pointer else None) or "the rollout machine has no run"
         champion = pointer.payload.get("champion") if pointer else None
-        if state == "DONE" and pointer is not None:
+        if state == DONE and pointer is not None:
             champion = pointer.payload.get("version")
         writes = RolloutWrites()
         writes.add(customer, Route(customer, champion))

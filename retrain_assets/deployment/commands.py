@@ -13,6 +13,7 @@ from retrain_assets.deployment.records import (
     request_abort,
     set_auto_deploy,
 )
+from retrain_assets.deployment.rollout_machine import ROLLED_BACK
 from retrain_assets.deployment.routes import read_routes
 from retrain_assets.features.parquet_store import ParquetPartitionStore
 from retrain_assets.registry.mlflow_registry import MlflowRegistry
@@ -69,7 +70,7 @@ def rollback_now(url: str, registry: MlflowRegistry, customer: str, reason: str,
     if report.problems.get(customer):
         return f"{customer}: abort of rollout {rollout.id} recorded; {report.problems[customer]}"
     pointer = result.pointer
-    if pointer.state == "ROLLED_BACK":
+    if pointer.state == ROLLED_BACK:
         return f"{customer}: rollout {rollout.id} rolled back: {pointer.reason}"
     return (
         f"{customer}: abort of rollout {rollout.id} recorded; the rollout is in "

@@ -31,16 +31,18 @@ class ScoringWindow:
         return f"{self.days[0]} .. {self.days[-1]}" if self.days else "no day"
 
 
-def holdout_end(customer: str, run_key: str) -> dt.date | None:
+def holdout_end(store: ParquetPartitionStore, customer: str, run_key: str) -> dt.date | None:
     """Return the last day of the run key's holdout, None if it was not exported here."""
     try:
-        holdout = read_holdout(customer, run_key)
+        holdout = read_holdout(store, customer, run_key)
     except FileNotFoundError:
         return None
     return None if holdout.empty else pd.Timestamp(holdout["date"].max()).date()
 
 
-def recent_window(url: str, customer: str, run_key: str, days: int) -> ScoringWindow:
+def recent_window(
+    url: str, store: ParquetPartitionStore, customer: str, run_key: str, days: int
+) -> ScoringWindow:
     """Return the `days` newest published days with rows of the customer, preferring new ones.
 
     Raises:
@@ -50,7 +52,7 @@ def recent_window(url: str, customer: str, run_key: str, days: int) -> ScoringWi
     with_rows = sorted(d for d, r in published.items() if r.rows_per_customer.get(customer))
     if not with_rows:
         raise LookupError(f"no published store_day_features day has rows of {customer}")
-    end = holdout_end(customer, run_key)
+    end = holdout_end(store, customer, run_key)
     newer = [d for d in with_rows if end is not None and d > end]
     if newer:
         chosen = newer[-days:]

@@ -7,7 +7,7 @@
 Same engine and tables as the training machine; the run key is `deploy-<decision id>`. A canary
 state, on entering, points alias `canary` at the version and routes its share of traffic to
 it, keeping the step's start in the payload; it then yields until the step has run its minimum
-time, and analyses it with the facts the caller fetched for the whole tick (`known`). The
+time, and analyses it with the facts the caller fetched for the whole tick (`prefetched`). The
 routes, analyses, outcomes and champion moves it produces are handed to `RolloutWrites` and
 commit with the pointer; the MLflow aliases are moved by the transition itself (idempotent).
 """
@@ -24,12 +24,16 @@ from retrain_assets.deployment.rollout_settings import RolloutSettings, rollout_
 from retrain_assets.deployment.routes import Route
 from retrain_assets.deployment.writes import AnalysisRow, ChampionMove, Finish, RolloutWrites
 from retrain_assets.machines.step import Context, Step
-from retrain_assets.machines.table import Machine, State
+from retrain_assets.machines.table import DONE, FAILED, Machine, State
 
 NAME = "rollout"
-FACTS = "rollout_facts"  # the key of TickFacts in `known`
-TERMINAL = frozenset({"DONE", "ROLLED_BACK", "FAILED"})
-SIDE_STATES = ("START", "PROMOTE", "ROLLBACK")
+START = "START"
+PROMOTE = "PROMOTE"
+ROLLBACK = "ROLLBACK"
+ROLLED_BACK = "ROLLED_BACK"
+FACTS = "rollout_facts"  # the key of TickFacts in `prefetched`
+TERMINAL = frozenset({DONE, ROLLED_BACK, FAILED})
+SIDE_STATES = (START, PROMOTE, ROLLBACK)
 RETRY_BUDGET = 5  # visits of START, PROMOTE and ROLLBACK (a failed visit retries next advance)
 
 
@@ -77,7 +81,7 @@ Ctx = Context[RolloutServices]
 
 
 def _facts(ctx: Ctx) -> TickFacts | None:
-    facts = ctx.known.get(FACTS)
+    facts = ctx.prefetched.get(FACTS)
     return facts if isinstance(facts, TickFacts) else None
 
 
@@ -226,27 +230,27 @@ def rollout_machine(settings: RolloutSettings | None = None) -> Machine:
     chosen = settings or rollout_settings()
     names = canary_states(chosen)
     states: dict[str, Any] = {
-        "START": State(
+        START: State(
             start,
             names[0],
-            "START",
+            START,
             may_yield=True,
             max_visits=RETRY_BUDGET,
-            branches={"first deployment": "PROMOTE", "aborted": "ROLLBACK"},
+            branches={"first deployment": PROMOTE, "aborted": ROLLBACK},
         ),
     }
     for index, (name, weight) in enumerate(zip(names, chosen.step_weights, strict=True)):
-        following = names[index + 1] if index + 1 < len(names) else "PROMOTE"
+        following = names[index + 1] if index + 1 < len(names) else PROMOTE
         states[name] = State(
             canary_step(weight),
             following,
             name,
             may_yield=True,
             max_visits=chosen.canary_visit_budget,
-            branches={"analysis failed": "ROLLBACK", "aborted": "ROLLBACK"},
+            branches={"analysis failed": ROLLBACK, "aborted": ROLLBACK},
         )
-    states["PROMOTE"] = State(promote, "DONE", "PROMOTE", may_yield=True, max_visits=RETRY_BUDGET)
-    states["ROLLBACK"] = State(
-        rollback, "ROLLED_BACK", "ROLLBACK", may_yield=True, max_visits=RETRY_BUDGET
+    states[PROMOTE] = State(promote, DONE, PROMOTE, may_yield=True, max_visits=RETRY_BUDGET)
+    states[ROLLBACK] = State(
+        rollback, ROLLED_BACK, ROLLBACK, may_yield=True, max_visits=RETRY_BUDGET
     )
-    return Machine(name=NAME, initial="START", terminal=TERMINAL, states=states)
+    return Machine(name=NAME, initial=START, terminal=TERMINAL, states=states)

@@ -107,9 +107,17 @@ class PartitionStorage(dg.ConfigurableResource):
         default=None, description="Folder or object-storage URL; default $RETRAIN_STORAGE_URL"
     )
 
+    def root(self) -> str:
+        """Return the folder or URL everything of a run is written under (default resolved now).
+
+        The partitions, the training exports and the candidates all live under it: whatever a
+        run writes there goes through this resource.
+        """
+        return self.base_url or storage_root()
+
     def store(self) -> ParquetPartitionStore:
         """Return the store, resolving the default location when the run starts."""
-        return ParquetPartitionStore(self.base_url or storage_root())
+        return ParquetPartitionStore(self.root())
 
 
 class DailyParquetIOManager(dg.ConfigurableIOManager):

@@ -13,7 +13,6 @@ from upath import UPath
 
 from retrain_assets.asset_keys import STORE_DAY_FEATURES, name_of
 from retrain_assets.features.parquet_store import ParquetPartitionStore
-from retrain_assets.settings import storage_root
 from retrain_assets.store.snapshot_ref import SnapshotRef
 
 MODEL_FEATURES = [
@@ -30,18 +29,18 @@ MODEL_FEATURES = [
 LABEL = "units_sold"
 
 
-def export_folder(customer: str, run_key: str) -> str:
+def export_folder(store: ParquetPartitionStore, customer: str, run_key: str) -> UPath:
     """Return where a run key's exported rows live (the gate reads the holdout from here)."""
-    return f"{storage_root()}/training_exports/{customer}/{run_key}"
+    return store.base / "training_exports" / customer / run_key
 
 
-def read_holdout(customer: str, run_key: str) -> pd.DataFrame:
+def read_holdout(store: ParquetPartitionStore, customer: str, run_key: str) -> pd.DataFrame:
     """Return the holdout rows exported for a run key.
 
     Raises:
         FileNotFoundError: the run key was never exported.
     """
-    path = UPath(export_folder(customer, run_key)) / "holdout.parquet"
+    path = export_folder(store, customer, run_key) / "holdout.parquet"
     if not path.exists():
         raise FileNotFoundError(f"no holdout exported for run {run_key} of {customer} at {path}")
     with path.open("rb") as handle:
@@ -63,7 +62,7 @@ def export_customer(
     customer: str,
     ref: SnapshotRef,
     holdout_days: int,
-    destination: str,
+    destination: UPath,
 ) -> Export:
     """Write the customer's training and holdout rows as Parquet under `destination`.
 

@@ -61,7 +61,7 @@ def advance(
     customer: str,
     services: Any,
     *,
-    known: Mapping[str, Any] | None = None,
+    prefetched: Mapping[str, Any] | None = None,
 ) -> AdvanceResult:
     """Run the customer's machine from its pointer until it yields or ends.
 
@@ -70,7 +70,7 @@ def advance(
         machine: the table to run.
         customer: whose run.
         services: handed to every transition in its context.
-        known: facts the caller already fetched (e.g. a batched status call), in the context.
+        prefetched: facts the caller already fetched (e.g. a batched status call), in the context.
 
     Raises:
         NoRun: no run was ever started for this customer and machine.
@@ -88,7 +88,7 @@ def advance(
         def record(p: store.Pointer, row: store.NewHistory) -> None:
             store.append_history(cur, p, row)
 
-        final, steps = _trampoline(record, machine, current, services, dict(known or {}))
+        final, steps = _trampoline(record, machine, current, services, dict(prefetched or {}))
         return AdvanceResult(busy=False, pointer=store.save_pointer(cur, final), steps=steps)
 
 
@@ -98,7 +98,7 @@ def advance_many(
     customers: Sequence[str],
     services: Any,
     *,
-    known: Mapping[str, Any] | None = None,
+    prefetched: Mapping[str, Any] | None = None,
     chunk: int = 500,
     deadline: float | None = None,
     before_commit: BeforeCommit | None = None,
@@ -117,7 +117,7 @@ def advance_many(
         machine: the table to run.
         customers: whose runs; each must have been started.
         services: handed to every transition in its context.
-        known: facts the caller already fetched, for each run's first visit.
+        prefetched: facts the caller already fetched, for each run's first visit.
         chunk: customers per transaction (row locks held together).
         deadline: a `time.monotonic()` value; chunks not started by then are left out of the
             result, untouched, for the next call.
@@ -137,7 +137,7 @@ def advance_many(
                 break
             part = customers[start : start + chunk]
             with conn, conn.cursor() as cur:
-                done = _advance_chunk(cur, machine, part, services, dict(known or {}))
+                done = _advance_chunk(cur, machine, part, services, dict(prefetched or {}))
                 if before_commit is not None:
                     before_commit(cur, done)
                 results.update(done)
@@ -154,7 +154,7 @@ def rows_into(rows: list[tuple[store.Pointer, store.NewHistory]]) -> Record:
 
 
 def _advance_chunk(
-    cur: Any, machine: Machine, customers: Sequence[str], services: Any, known: dict[str, Any]
+    cur: Any, machine: Machine, customers: Sequence[str], services: Any, prefetched: dict[str, Any]
 ) -> dict[str, AdvanceResult]:
     """Advance one chunk inside the caller's transaction; see `advance_many`."""
     locked = {p.customer: p for p in store.lock_pointers(cur, machine.name, customers)}
@@ -172,7 +172,7 @@ def _advance_chunk(
             continue
         rows: list[tuple[store.Pointer, store.NewHistory]] = []
         try:
-            final, steps = _trampoline(rows_into(rows), machine, current, services, known)
+            final, steps = _trampoline(rows_into(rows), machine, current, services, prefetched)
         except Exception as exc:  # an engine fault: report it, save nothing for this one
             error = f"{type(exc).__name__}: {exc}"
             results[customer] = AdvanceResult(False, current, 0, error=error)
@@ -186,11 +186,11 @@ def _advance_chunk(
 
 
 def _trampoline(
-    record: Record, machine: Machine, p: store.Pointer, services: Any, known: dict[str, Any]
+    record: Record, machine: Machine, p: store.Pointer, services: Any, prefetched: dict[str, Any]
 ) -> tuple[store.Pointer, int]:
     """Loop over steps until a terminal state or a yield; return the pointer to save.
 
-    `known` reaches the first visit only: the caller fetched it before this advance, and once
+    `prefetched` reaches the first visit only: the caller fetched it before this advance, and once
     a transition has acted (e.g. resubmitted a failed job) those facts are stale.
     """
     steps = 0
@@ -201,7 +201,9 @@ def _trampoline(
         visit = p.visits.get(p.state, 0) + 1
         if state.max_visits is not None and visit > state.max_visits:
             return _over_budget(record, machine, p, state.max_visits, visit), steps
-        p, stays = _visit(record, machine, p, state, visit, services, known if not steps else {})
+        p, stays = _visit(
+            record, machine, p, state, visit, services, prefetched if not steps else {}
+        )
         steps += 1
         if stays:
             break
@@ -217,7 +219,7 @@ def _visit(
     state: State,
     visit: int,
     services: Any,
-    known: dict[str, Any],
+    prefetched: dict[str, Any],
 ) -> tuple[store.Pointer, bool]:
     """Run one visit, record it, and return the moved pointer and whether to stop (a yield)."""
     started = _now()
@@ -229,7 +231,7 @@ def _visit(
         visit=visit,
         payload=MappingProxyType(dict(p.payload)),
         services=services,
-        known=MappingProxyType(known),
+        prefetched=MappingProxyType(prefetched),
     )
     step = run_transition(state, context)
     target, stays = _route(p.state, state, step)

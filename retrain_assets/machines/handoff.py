@@ -16,7 +16,7 @@ attempt; past the attempt budget the run ends FAILED, naming the last run and it
 
 The transitions decide from facts (`HandoffFacts`) the sensor fetched before the advance (one
 runs query by tag, one verdict query): they never launch anything themselves, so the facts
-stay true for the whole advance and reach every visit through the services, not `known`.
+stay true for the whole advance and reach every visit through the services, not `prefetched`.
 Without facts (an advance inside a Dagster run) a hand-off state just waits for the sensor.
 """
 

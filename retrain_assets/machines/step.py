@@ -18,7 +18,7 @@ class Context(Generic[S]):
     """One visit of one state: whose run it is, the persisted payload and the services.
 
     `payload` is read-only here; a transition changes it by returning `Step.payload`, so the
-    engine persists exactly what the history says happened. `known` carries facts the caller
+    engine persists exactly what the history says happened. `prefetched` carries facts the caller
     already fetched (e.g. one batched job-status call for many customers) so a transition need
     not fetch them again.
     """
@@ -30,7 +30,7 @@ class Context(Generic[S]):
     visit: int
     payload: Mapping[str, Any]
     services: S
-    known: Mapping[str, Any] = field(default_factory=dict)
+    prefetched: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

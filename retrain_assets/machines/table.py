@@ -22,6 +22,10 @@ class MachineDefinitionError(ValueError):
     """The state table is inconsistent; the message names the offending state."""
 
 
+DONE = "DONE"  # the terminal state of a run that finished its work
+FAILED = "FAILED"  # the terminal state of a run over a budget (`Machine.failed`)
+
+
 @dataclass(frozen=True)
 class State:
     """One row of the table.
@@ -65,7 +69,7 @@ class Machine:
     initial: str
     terminal: frozenset[str]
     states: Mapping[str, State]
-    failed: str = "FAILED"
+    failed: str = FAILED
 
     def __post_init__(self) -> None:
         """Refuse an inconsistent table, naming the state at fault."""

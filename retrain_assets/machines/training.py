@@ -31,9 +31,15 @@ from retrain_assets.machines.handoff import (
     await_gate,
 )
 from retrain_assets.machines.step import Context, Step
-from retrain_assets.machines.table import Machine, State
+from retrain_assets.machines.table import DONE, FAILED, Machine, State
 
 NAME = "training"
+INITIAL = "INITIAL"
+CHECK_LAST_TRAIN = "CHECK_LAST_TRAIN"
+SUBMIT_JOB = "SUBMIT_JOB"
+POLL_JOB = "POLL_JOB"
+JOB_FAILED = "JOB_FAILED"
+DOWNLOAD_SAVE = "DOWNLOAD_SAVE"
 SPEC = "spec"
 JOB_ID = "job_id"
 
@@ -102,7 +108,7 @@ def submit_job(ctx: Ctx) -> Step:
 def poll_job(ctx: Ctx) -> Step:
     """Check the job, from the caller's batched statuses when given; yield while it runs."""
     job_id = ctx.payload[JOB_ID]
-    job = ctx.known.get(job_id)
+    job = ctx.prefetched.get(job_id)
     if not isinstance(job, Job):
         job = ctx.services.gpu.get(job_id)
     if not job.status.finished:
@@ -148,48 +154,48 @@ def training_machine(
     waits_for_gate = functools.partial(await_gate, attempts=handoff_attempts)
     return Machine(
         name=NAME,
-        initial="INITIAL",
-        terminal=frozenset({"DONE", "FAILED"}),
+        initial=INITIAL,
+        terminal=frozenset({DONE, FAILED}),
         states={
-            "INITIAL": State(check_spec, "CHECK_LAST_TRAIN", "FAILED"),
-            "CHECK_LAST_TRAIN": State(
+            INITIAL: State(check_spec, CHECK_LAST_TRAIN, FAILED),
+            CHECK_LAST_TRAIN: State(
                 check_last_train,
-                "SUBMIT_JOB",
-                "SUBMIT_JOB",
+                SUBMIT_JOB,
+                SUBMIT_JOB,
                 branches={
                     "candidate saved": AWAIT_GATE,
                     "remote succeeded": AWAIT_CANDIDATE,
-                    "remote running": "POLL_JOB",
+                    "remote running": POLL_JOB,
                 },
             ),
-            "SUBMIT_JOB": State(submit_job, "POLL_JOB", "JOB_FAILED", max_visits=submit_budget),
-            "POLL_JOB": State(
+            SUBMIT_JOB: State(submit_job, POLL_JOB, JOB_FAILED, max_visits=submit_budget),
+            POLL_JOB: State(
                 poll_job,
                 AWAIT_CANDIDATE,
-                "POLL_JOB",
+                POLL_JOB,
                 may_yield=True,
                 max_visits=poll_budget,
-                branches={"remote failed": "JOB_FAILED"},
+                branches={"remote failed": JOB_FAILED},
             ),
-            "JOB_FAILED": State(job_failed, "SUBMIT_JOB", "FAILED"),
+            JOB_FAILED: State(job_failed, SUBMIT_JOB, FAILED),
             AWAIT_CANDIDATE: State(
                 waits_for_candidate,
-                "DOWNLOAD_SAVE",
+                DOWNLOAD_SAVE,
                 AWAIT_CANDIDATE,
                 may_yield=True,
                 max_visits=handoff_budget,
-                branches={ATTEMPTS_SPENT: "FAILED"},
+                branches={ATTEMPTS_SPENT: FAILED},
             ),
-            "DOWNLOAD_SAVE": State(
-                download_save, AWAIT_GATE, "DOWNLOAD_SAVE", max_visits=download_budget
+            DOWNLOAD_SAVE: State(
+                download_save, AWAIT_GATE, DOWNLOAD_SAVE, max_visits=download_budget
             ),
             AWAIT_GATE: State(
                 waits_for_gate,
-                "DONE",
+                DONE,
                 AWAIT_GATE,
                 may_yield=True,
                 max_visits=handoff_budget,
-                branches={GATE_FAILED: "DONE", ATTEMPTS_SPENT: "FAILED"},
+                branches={GATE_FAILED: DONE, ATTEMPTS_SPENT: FAILED},
             ),
         },
     )

@@ -16,16 +16,17 @@ from pydantic import Field
 
 from retrain_assets.asset_keys import MODEL_CANDIDATE
 from retrain_assets.customers import CUSTOMERS, customer_of
+from retrain_assets.features.parquet_store import PartitionStorage
 from retrain_assets.features.training_export import MODEL_FEATURES, read_holdout
 from retrain_assets.models.candidates import CandidateTable
-from retrain_assets.models.gate import evaluate
+from retrain_assets.models.gate import judge_candidate
 from retrain_assets.models.gate_results import GateResult, record_gate_result
 from retrain_assets.models.lineage import latest_run_key
 from retrain_assets.models.model_candidate_asset import model_candidate
 from retrain_assets.models.reference import choose_reference
 from retrain_assets.registry.mlflow_registry import CHALLENGER, MlflowRegistry, model_name
 from retrain_assets.registry.resource import MlflowRegistryResource
-from retrain_assets.settings import gate_margin, storage_root
+from retrain_assets.settings import gate_margin
 from retrain_assets.store.resource import ProjectDatabase
 
 CHECK_NAME = "beats_champion"
@@ -56,21 +57,22 @@ class GateSettings(dg.ConfigurableResource):
 def beats_champion(
     context: dg.AssetCheckExecutionContext,
     project_db: ProjectDatabase,
+    partition_storage: PartitionStorage,
     mlflow_registry: MlflowRegistryResource,
     gate_settings: GateSettings,
 ) -> dg.AssetCheckResult:
     """Score candidate and reference on the candidate's holdout; record and return the verdict."""
     customer, db_url = customer_of(context), project_db.connection_url()
     key = latest_run_key(context.instance, MODEL_CANDIDATE, customer)
-    candidate = CandidateTable(db_url, storage_root()).get(key)
+    candidate = CandidateTable(db_url, partition_storage.root()).get(key)
     if candidate is None:
         raise LookupError(f"run {key} of {customer} has no stored candidate to evaluate")
     booster = candidate.load_model()
     registry = mlflow_registry.registry()
     chosen = choose_reference(registry, customer, key)
     margin = gate_settings.resolved_margin()
-    outcome = evaluate(
-        read_holdout(customer, key),
+    outcome = judge_candidate(
+        read_holdout(partition_storage.store(), customer, key),
         lambda frame: booster.predict(frame[MODEL_FEATURES]),
         chosen.model,
         margin,

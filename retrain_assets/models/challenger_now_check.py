@@ -20,7 +20,7 @@ from retrain_assets.deployment.tracking import active_run_id
 from retrain_assets.deployment.versions import challenger_of
 from retrain_assets.features.parquet_store import PartitionStorage
 from retrain_assets.features.training_export import MODEL_FEATURES
-from retrain_assets.models.gate import ReferenceModel, evaluate
+from retrain_assets.models.gate import ReferenceModel, judge_candidate
 from retrain_assets.models.gate_results import GateResult, record_gate_result
 from retrain_assets.models.registered_model_asset import registered_model
 from retrain_assets.models.scoring import Verdict
@@ -55,7 +55,9 @@ def challenger_beats_champion_now(
     registry = mlflow_registry.registry()
     challenger = challenger_of(registry, customer)
     champion_version = registry.aliases(customer).get(CHAMPION)
-    window = recent_window(url, customer, challenger.run_key, settings.check_days)
+    window = recent_window(
+        url, partition_storage.store(), customer, challenger.run_key, settings.check_days
+    )
     rows = window_rows(partition_storage.store(), customer, window)
     if champion_version == challenger.version:
         verdict = Verdict(
@@ -78,7 +80,7 @@ def challenger_beats_champion_now(
                 CHAMPION,
                 champion_version,
             )
-        outcome = evaluate(
+        outcome = judge_candidate(
             rows,
             lambda frame: booster.predict(frame[MODEL_FEATURES]),
             champion,

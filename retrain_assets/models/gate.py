@@ -46,7 +46,7 @@ def lightgbm_predictor(model_file: str) -> Predict:
 SEASONAL_NAIVE = "seasonal naive (same weekday last week)"
 
 
-def evaluate(
+def judge_candidate(
     holdout: pd.DataFrame, candidate: Predict, model: ReferenceModel | None, margin: float
 ) -> GateOutcome:
     """Score both sides on `holdout` and judge; an unscorable candidate fails the gate.

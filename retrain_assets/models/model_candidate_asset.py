@@ -16,10 +16,12 @@ from pydantic import Field
 
 from retrain_assets.asset_keys import MODEL_CANDIDATE, TRAINING_JOB
 from retrain_assets.customers import CUSTOMERS, customer_of
+from retrain_assets.features.parquet_store import PartitionStorage
 from retrain_assets.features.training_export import MODEL_FEATURES, read_holdout
 from retrain_assets.machines.engine import AdvanceResult, advance
 from retrain_assets.machines.handoff import AWAIT_GATE
 from retrain_assets.machines.store import pointer as read_pointer
+from retrain_assets.machines.table import DONE
 from retrain_assets.machines.training import (
     NAME,
     TrainingServices,
@@ -33,11 +35,10 @@ from retrain_assets.models.resources import GpuServiceResource, training_service
 from retrain_assets.models.scoring import seasonal_naive
 from retrain_assets.models.training_job_asset import training_job
 from retrain_assets.registry.resource import MlflowRegistryResource
-from retrain_assets.settings import storage_root
 from retrain_assets.store.resource import ProjectDatabase
 
 LOCK_TRIES = 10  # the sensor holds a pointer's lock for a moment per tick; wait it out
-FETCHED = (AWAIT_GATE, "DONE")  # the candidate is saved: the gate and registration may run
+FETCHED = (AWAIT_GATE, DONE)  # the candidate is saved: the gate and registration may run
 
 
 class CandidateConfig(dg.Config):
@@ -58,6 +59,7 @@ def model_candidate(
     context: dg.AssetExecutionContext,
     config: CandidateConfig,
     project_db: ProjectDatabase,
+    partition_storage: PartitionStorage,
     gpu_service: GpuServiceResource,
     mlflow_registry: MlflowRegistryResource,
 ) -> dg.MaterializeResult:
@@ -71,7 +73,9 @@ def model_candidate(
         raise ValueError(f"{customer}'s training machine runs {current.run_key}, not {key}")
     if current.state == training_machine().failed:
         start_training(db_url, customer, key, current.payload.get("spec", {}), retry=True)
-    services = training_services(db_url, gpu_service.client(), fetching=True)
+    services = training_services(
+        db_url, gpu_service.client(), partition_storage.root(), fetching=True
+    )
     result = _advance_when_free(db_url, customer, services)
     if result.pointer is None:
         raise RuntimeError(f"{customer}'s training machine is being advanced elsewhere; retry")
@@ -80,10 +84,10 @@ def model_candidate(
             f"run {key} for {customer} is in {result.pointer.state}, not {AWAIT_GATE}: "
             f"{result.pointer.reason or result.pointer.last_error or 'the job has not finished'}"
         )
-    candidate = CandidateTable(db_url, storage_root()).get(key)
+    candidate = CandidateTable(db_url, partition_storage.root()).get(key)
     if candidate is None:
         raise RuntimeError(f"run {key} reached {result.pointer.state} but no candidate row exists")
-    recorded = _record_in_mlflow(context, mlflow_registry, candidate)
+    recorded = _record_in_mlflow(context, mlflow_registry, partition_storage, candidate)
     return dg.MaterializeResult(
         metadata={
             "run_key": key,
@@ -110,7 +114,10 @@ def _advance_when_free(db_url: str, customer: str, services: TrainingServices) -
 
 
 def _record_in_mlflow(
-    context: dg.AssetExecutionContext, resource: MlflowRegistryResource, candidate: Candidate
+    context: dg.AssetExecutionContext,
+    resource: MlflowRegistryResource,
+    storage: PartitionStorage,
+    candidate: Candidate,
 ) -> dict[str, object]:
     """Log the candidate's MLflow run (once per run key) and return the metadata to show."""
     customer, key = candidate.customer, candidate.run_key
@@ -122,7 +129,7 @@ def _record_in_mlflow(
         "job_id": candidate.job_id,
         "dagster_run_id": context.run.run_id,
     }
-    holdout = read_holdout(customer, key)
+    holdout = read_holdout(storage.store(), customer, key)
     booster = candidate.load_model()
     forecast = booster.predict(holdout[MODEL_FEATURES])
     plot = forecast_plot_png(

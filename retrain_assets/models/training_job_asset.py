@@ -1,8 +1,9 @@
 """`training_job`: compute the run key, export the snapshot, submit the GPU job, and END.
 
-The run never waits for the GPU: it advances the customer's training machine until it yields
-in POLL_JOB (or finds the work already done) and finishes in seconds. The `gpu_job_poller`
-sensor takes over from there.
+The run never waits for the training: it advances the customer's training machine until it
+yields in POLL_JOB (or finds the work already done) and ends. Its time is the snapshot's export
+and the submission (up to 3 attempts, each bounded by the GPU client's timeout), not the
+GPU job's hours. The `gpu_job_poller` sensor takes over from there.
 """
 
 import datetime as dt
@@ -21,6 +22,7 @@ from retrain_assets.features.training_export import (
     export_folder,
 )
 from retrain_assets.machines.engine import advance
+from retrain_assets.machines.table import FAILED
 from retrain_assets.machines.training import JOB_ID, start_training, training_machine
 from retrain_assets.models.resources import GpuServiceResource, training_services
 from retrain_assets.models.run_key import code_commit, run_key
@@ -126,7 +128,7 @@ def training_job(
         customer,
         ref,
         config.holdout_days,
-        export_folder(customer, key),
+        export_folder(partition_storage.store(), customer, key),
     )
     spec = {
         "customer": customer,
@@ -142,11 +144,16 @@ def training_job(
     if decision is None:  # started (not refused as busy), not submitted yet: record it now
         decision = manual_decision(db_url, customer, ref, context.run)
     context.log.info(f"decision {decision.id} ({decision.policy}): {decision.reason}")
-    result = advance(db_url, machine, customer, training_services(db_url, gpu_service.client()))
+    result = advance(
+        db_url,
+        machine,
+        customer,
+        training_services(db_url, gpu_service.client(), partition_storage.root()),
+    )
     pointer = result.pointer
     if pointer is None:
         raise RuntimeError(f"{customer}'s training machine is being advanced elsewhere; retry")
-    if pointer.state == "FAILED":
+    if pointer.state == FAILED:
         raise RuntimeError(f"training run {key} for {customer} failed: {pointer.reason}")
     context.log.info(f"run key {key}: machine in {pointer.state}; this run ends here")
     return dg.MaterializeResult(

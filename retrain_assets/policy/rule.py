@@ -33,7 +33,7 @@ class Outcome:
     details: dict[str, Any] = field(default_factory=dict)
 
 
-def evaluate(
+def policy_outcome(
     customer: str,
     settings: PolicySettings,
     published: Published,

@@ -92,7 +92,7 @@ def serve(host: str = DEFAULT_HOST, port: int = 8080) -> None:
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # one log line a load
-    url = ProjectDatabase().connection_url()
+    url = ProjectDatabase().prepare()
     cache: ModelCache[Forecaster] = ModelCache(
         ModelLoader(MlflowRegistry(mlflow_tracking_uri())), max_models
     )

@@ -304,6 +304,9 @@ def registry_world(
     monkeypatch.setenv("RETRAIN_HOME", str(home))
     monkeypatch.setenv("RETRAIN_APP_PG_URL", app_db)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_uri)
+    # what `up` exports and definitions.py reads; no deployment asset calls the GPU service
+    monkeypatch.setenv("RETRAIN_GPU_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("RETRAIN_GPU_TOKEN", "unused")
     for name in ("RETRAIN_LANDING_URL", "RETRAIN_STORAGE_URL"):
         monkeypatch.delenv(name, raising=False)
     for name, value in FAST_ROLLOUT.items():

@@ -159,3 +159,21 @@ def test_a_503_is_retried_then_reported(stub: tuple[Stub, str]) -> None:
         HttpGpuService(url, "t", retry_delay=0.01).get("a")
     assert error.value.status == 503
     assert len(state.requests) == 2 + 3
+
+
+def test_the_resource_resolves_url_and_token_in_one_place(monkeypatch: pytest.MonkeyPatch):
+    """Unset, the resource follows settings: the local service's port, the dev token."""
+    from retrain_assets.models.resources import GpuServiceResource
+    from retrain_assets.settings import DEV_TOKEN
+
+    for name in ("RETRAIN_GPU_URL", "RETRAIN_GPU_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("RETRAIN_GPU_PORT", "9876")
+    client = GpuServiceResource().client()
+    assert client.base_url == "http://127.0.0.1:9876"
+    assert client._session.headers["Authorization"] == f"Bearer {DEV_TOKEN}"
+    monkeypatch.setenv("RETRAIN_GPU_URL", "http://gpu.example:1/")
+    monkeypatch.setenv("RETRAIN_GPU_TOKEN", "secret")
+    client = GpuServiceResource().client()
+    assert client.base_url == "http://gpu.example:1"
+    assert client._session.headers["Authorization"] == "Bearer secret"

@@ -9,12 +9,14 @@ import dagster as dg
 import pytest
 
 from retrain_assets.automation.gpu_job_poller import gpu_job_poller
+from retrain_assets.features.parquet_store import PartitionStorage
 from retrain_assets.gpu.protocol import JobStatus
 from retrain_assets.machines import advance, history, pointer, repoint
 from retrain_assets.machines.training import start_training, training_machine
 from retrain_assets.models.gate_results import GateResult, record_gate_result
 from retrain_assets.models.resources import GpuServiceResource, training_services
 from retrain_assets.policy.busy import busy_customers
+from retrain_assets.settings import storage_root
 from retrain_assets.store.resource import ProjectDatabase
 from retrain_assets_tests.machines.fakes import FakeGpu
 from retrain_assets_tests.machines.test_training import SPEC
@@ -40,7 +42,11 @@ def world(db, tmp_path, monkeypatch):
 
 def tick(world) -> dg.SensorResult:
     db, instance = world
-    resources = {"project_db": ProjectDatabase(url=db), "gpu_service": FakeGpuResource()}
+    resources = {
+        "project_db": ProjectDatabase(url=db),
+        "gpu_service": FakeGpuResource(),
+        "partition_storage": PartitionStorage(),
+    }
     return gpu_job_poller(dg.build_sensor_context(instance=instance, resources=resources))
 
 
@@ -68,7 +74,7 @@ def record_run(instance, request: dg.RunRequest, status: dg.DagsterRunStatus) ->
 def job_succeeded(db) -> None:
     """acme's GPU job ran and succeeded: the machine waits in POLL_JOB."""
     start_training(db, "acme", KEY, SPEC)
-    services = training_services(db, GPU)
+    services = training_services(db, GPU, storage_root())
     advance(db, training_machine(), "acme", services)
     GPU.set_status("job-1", JobStatus.SUCCEEDED)
 
@@ -112,7 +118,9 @@ def test_the_gate_verdict_and_the_registration_end_the_hand_off(world):
     job_succeeded(db)
     [request] = tick(world).run_requests
     # the candidate run downloaded (machine in AWAIT_GATE), gated and registered, then ended
-    advance(db, training_machine(), "acme", training_services(db, GPU, fetching=True))
+    advance(
+        db, training_machine(), "acme", training_services(db, GPU, storage_root(), fetching=True)
+    )
     record_run(instance, request, dg.DagsterRunStatus.SUCCESS)
     record_gate_result(
         db,
@@ -150,7 +158,9 @@ def test_a_run_that_ends_without_its_verdict_is_re_requested_from_the_gate_state
     db, instance = world
     job_succeeded(db)
     [request] = tick(world).run_requests
-    advance(db, training_machine(), "acme", training_services(db, GPU, fetching=True))
+    advance(
+        db, training_machine(), "acme", training_services(db, GPU, storage_root(), fetching=True)
+    )
     record_run(instance, request, dg.DagsterRunStatus.FAILURE)
     assert keys(tick(world)) == [f"candidate-{KEY}-2"]
     assert pointer(db, "training", "acme").state == "AWAIT_GATE"
@@ -161,10 +171,12 @@ def test_a_training_job_re_run_over_a_saved_candidate_is_gated(world):
     """The run restarted over a key whose candidate is saved: the sensor asks for the gate."""
     db, _ = world
     job_succeeded(db)
-    advance(db, training_machine(), "acme", training_services(db, GPU, fetching=True))
+    advance(
+        db, training_machine(), "acme", training_services(db, GPU, storage_root(), fetching=True)
+    )
     repoint(db, training_machine(), "acme", "FAILED", "given up before its gate")
     start_training(db, "acme", KEY, SPEC, retry=True)  # what training_job does
-    rerun = advance(db, training_machine(), "acme", training_services(db, GPU))
+    rerun = advance(db, training_machine(), "acme", training_services(db, GPU, storage_root()))
     assert rerun.pointer.state == "AWAIT_GATE"
     assert keys(tick(world)) == [f"candidate-{KEY}-1"]
     assert (GPU.calls["download"], GPU.calls["submit"]) == (1, 1)

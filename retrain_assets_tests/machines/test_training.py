@@ -76,11 +76,11 @@ def test_poll_uses_statuses_the_sensor_already_fetched(db, tmp_path):
     svc = services(tmp_path)
     start_training(db, "acme", "k1", SPEC)
     advance(db, training_machine(), "acme", svc)
-    known = svc.gpu.statuses(["job-1"])
-    assert advance(db, training_machine(), "acme", svc, known=known).waiting
+    prefetched = svc.gpu.statuses(["job-1"])
+    assert advance(db, training_machine(), "acme", svc, prefetched=prefetched).waiting
     svc.gpu.set_status("job-1", JobStatus.SUCCEEDED)
-    known = svc.gpu.statuses(["job-1"])
-    handed = advance(db, training_machine(), "acme", svc, known=known)
+    prefetched = svc.gpu.statuses(["job-1"])
+    handed = advance(db, training_machine(), "acme", svc, prefetched=prefetched)
     assert (handed.waiting, handed.pointer.state) == (True, "AWAIT_CANDIDATE")
     assert svc.gpu.calls["get"] == 1  # only the first advance's poll, before any batch existed
     assert svc.gpu.calls["download"] == 0  # the candidate run downloads, not the sensor
@@ -128,8 +128,8 @@ def test_a_tick_that_saw_a_failure_resubmits_once_and_polls_afresh(db, tmp_path)
     start_training(db, "acme", "k1", SPEC)
     advance(db, training_machine(), "acme", svc)
     svc.gpu.set_status("job-1", JobStatus.FAILED, error="CUDA out of memory")
-    known = svc.gpu.statuses(["job-1"])
-    results = advance_many(db, training_machine(), ["acme"], svc, known=known)
+    prefetched = svc.gpu.statuses(["job-1"])
+    results = advance_many(db, training_machine(), ["acme"], svc, prefetched=prefetched)
     assert results["acme"].waiting
     assert svc.gpu.calls["submit"] == 2 and svc.gpu.jobs["job-1"].attempt == 2
     assert states(db)[-4:] == ["POLL_JOB", "JOB_FAILED", "SUBMIT_JOB", "POLL_JOB"]

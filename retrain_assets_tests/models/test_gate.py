@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from retrain_assets.features.training_export import LABEL, MODEL_FEATURES
-from retrain_assets.models.gate import ReferenceModel, evaluate, lightgbm_predictor
+from retrain_assets.models.gate import ReferenceModel, judge_candidate, lightgbm_predictor
 
 
 def frame(rows: int, seed: int) -> pd.DataFrame:
@@ -34,7 +34,7 @@ def model_file(tmp_path, train: pd.DataFrame, rounds: int, name: str) -> str:
 def test_a_good_candidate_beats_the_seasonal_naive_baseline(tmp_path):
     train, holdout = frame(2000, 1), frame(300, 2)
     candidate = lightgbm_predictor(model_file(tmp_path, train, 60, "c"))
-    outcome = evaluate(holdout, candidate, None, 0.02)
+    outcome = judge_candidate(holdout, candidate, None, 0.02)
     assert outcome.verdict.passed, outcome.verdict.reason
     assert outcome.metadata["rows_scored"] == 300
     assert outcome.metadata["holdout_window"] == "2025-02-01 .. 2025-02-07"
@@ -47,7 +47,7 @@ def test_a_weak_candidate_loses_to_a_re_scored_champion(tmp_path):
         lightgbm_predictor(model_file(tmp_path, train, 80, "champ")),
     )
     weak = lightgbm_predictor(model_file(tmp_path, train, 2, "weak"))
-    outcome = evaluate(holdout, weak, champion, 0.02)
+    outcome = judge_candidate(holdout, weak, champion, 0.02)
     assert not outcome.verdict.passed
     assert outcome.metadata["reference"] == "champion demand_forecast.acme v1"
     assert outcome.metadata["reference_wape"] < outcome.metadata["candidate_wape"]
@@ -55,9 +55,9 @@ def test_a_weak_candidate_loses_to_a_re_scored_champion(tmp_path):
 
 def test_negative_or_non_finite_forecasts_fail_the_gate():
     holdout = frame(50, 3)
-    outcome = evaluate(holdout, lambda f: np.full(len(f), -1.0), None, 0.0)
+    outcome = judge_candidate(holdout, lambda f: np.full(len(f), -1.0), None, 0.0)
     assert not outcome.verdict.passed and "negative" in outcome.verdict.reason
-    outcome = evaluate(holdout, lambda f: np.full(len(f), np.nan), None, 0.0)
+    outcome = judge_candidate(holdout, lambda f: np.full(len(f), np.nan), None, 0.0)
     assert not outcome.verdict.passed and "non-finite" in outcome.verdict.reason
 
 
@@ -73,8 +73,8 @@ def test_a_candidate_worse_than_the_challenger_fails_though_it_beats_seasonal_na
         "1",
     )
     candidate = lambda f: np.clip(actual + 1.05 * noise, 0, None)  # noqa: E731 a bit worse
-    assert evaluate(holdout, candidate, None, 0.02).verdict.passed  # naive is far behind
-    outcome = evaluate(holdout, candidate, challenger, 0.02)
+    assert judge_candidate(holdout, candidate, None, 0.02).verdict.passed  # naive is far behind
+    outcome = judge_candidate(holdout, candidate, challenger, 0.02)
     assert not outcome.verdict.passed
     assert outcome.metadata["reference"] == "challenger demand_forecast.acme v1"
     assert outcome.metadata["reference_version"] == "1"

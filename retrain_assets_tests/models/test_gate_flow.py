@@ -14,6 +14,7 @@ import mlflow
 import pytest
 
 from retrain_assets.definitions import build_definitions
+from retrain_assets.features.parquet_store import PartitionStorage
 from retrain_assets.features.training_export import LABEL, MODEL_FEATURES, read_holdout
 from retrain_assets.models.gate_results import latest_gate_result
 from retrain_assets.models.scoring import wape
@@ -176,7 +177,7 @@ def test_a_loser_fails_the_gate_against_the_champion_rescored_now(model_world, p
         failed = gate(result)
         assert not failed.passed
         assert failed.partition == CUSTOMER
-        holdout = read_holdout(CUSTOMER, loser_key)
+        holdout = read_holdout(PartitionStorage().store(), CUSTOMER, loser_key)
         _, booster = registry.load_champion(CUSTOMER)
         fresh = wape(holdout[LABEL].to_numpy(float), booster.predict(holdout[MODEL_FEATURES]))
         assert failed.metadata["reference_wape"].value == pytest.approx(fresh)
@@ -267,7 +268,7 @@ def test_before_a_first_champion_the_challenger_is_the_reference_and_never_regre
     assert verdict.metadata["reference"].value == (
         f"challenger {model_name(CUSTOMER)} v{first.version}"
     )
-    holdout = read_holdout(CUSTOMER, second_key)
+    holdout = read_holdout(PartitionStorage().store(), CUSTOMER, second_key)
     naive = wape(holdout[LABEL].to_numpy(float), holdout["lag_7"].fillna(0.0).to_numpy(float))
     assert verdict.metadata["candidate_wape"].value < naive * 0.98  # beats seasonal naive
     assert registry.versions_of(CUSTOMER, second_key) == []

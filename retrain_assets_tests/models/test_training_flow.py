@@ -8,6 +8,7 @@ import pytest
 
 from retrain_assets.automation.gpu_job_poller import gpu_job_poller
 from retrain_assets.definitions import build_definitions
+from retrain_assets.features.parquet_store import PartitionStorage
 from retrain_assets.machines.store import history, pointer, pointers_in_state
 from retrain_assets.models.candidates import CandidateTable
 from retrain_assets.models.model_candidate_asset import model_candidate
@@ -54,7 +55,11 @@ def materialize(instance, selection, run_config, raise_on_error=True, customer=C
 def tick(instance) -> dg.SensorResult:
     context = dg.build_sensor_context(
         instance=instance,
-        resources={"project_db": ProjectDatabase(), "gpu_service": GpuServiceResource()},
+        resources={
+            "project_db": ProjectDatabase(),
+            "partition_storage": PartitionStorage(),
+            "gpu_service": GpuServiceResource(),
+        },
     )
     return gpu_job_poller(context)
 

@@ -7,7 +7,7 @@ import pytest
 from retrain_assets.policy.decisions import Decision, record_decision
 from retrain_assets.policy.drift import DriftMeasure
 from retrain_assets.policy.history import choose_window, new_rows
-from retrain_assets.policy.rule import evaluate
+from retrain_assets.policy.rule import policy_outcome
 from retrain_assets.policy.thresholds import DEFAULTS, PolicySettings
 from retrain_assets.store.snapshots import latest_snapshots
 from retrain_assets_tests.policy.conftest import day
@@ -27,7 +27,7 @@ def trained_through(db: str, last: int, customer: str = "acme") -> Decision:
 
 
 def decide(db, last, now, settings=SETTINGS, busy=None, drift_of=no_drift, customer="acme"):
-    return evaluate(customer, settings, latest_snapshots(db), last, None, busy, now, drift_of)
+    return policy_outcome(customer, settings, latest_snapshots(db), last, None, busy, now, drift_of)
 
 
 def test_republished_days_never_count_as_new_data(db, publish):

@@ -211,8 +211,9 @@ def test_no_decision_while_a_run_publishes_feature_days(db, publish, instance, t
 
 
 def test_a_whole_features_job_run_and_a_backfill_not_launched_yet_hold_decisions_too(
-    db, publish, instance, tmp_path
+    db, publish, instance, tmp_path, monkeypatch
 ):
+    monkeypatch.setenv("RETRAIN_APP_PG_URL", db)  # what `up` exports; the job's config reads it
     set_settings(db, "acme", {"min_history_days": 20}, "test")
     publish(0, 24, {"acme": 10})
     job = build_definitions().resolve_job_def(FEATURES_JOB)

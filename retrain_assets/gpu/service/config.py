@@ -6,12 +6,11 @@ import logging
 import os
 from pathlib import Path
 
-from retrain_assets.settings import retrain_home
+from retrain_assets.settings import DEFAULT_GPU_PORT, DEV_TOKEN, retrain_home
 
 TOKEN_ENV = "RETRAIN_GPU_TOKEN"
-DEV_TOKEN = "dev-token"
 DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 8765
+DEFAULT_PORT = DEFAULT_GPU_PORT
 DEFAULT_SLOTS = 2
 
 log = logging.getLogger(__name__)
