@@ -46,9 +46,10 @@ def world(tmp_path: Path, app_db: str, pg_server, monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("RETRAIN_LANDING_URL", str(landing))
     monkeypatch.setenv("RETRAIN_STORAGE_URL", str(storage))
     monkeypatch.setenv("RETRAIN_APP_PG_URL", app_db)
-    # what `up` exports and definitions.py reads; the assets refuse before calling the service
+    # what `up` exports and definitions.py reads; the assets refuse before calling a service
     monkeypatch.setenv("RETRAIN_GPU_URL", "http://127.0.0.1:9")
     monkeypatch.setenv("RETRAIN_GPU_TOKEN", "unused")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:9")
     migrate(app_db)
     ensure_database(pg_server, "dagster")
     overrides = {"storage": {"postgres": {"postgres_url": pg_server.database_url("dagster")}}}
