@@ -14,7 +14,7 @@ from retrain_assets.policy.drift import (
     measure_drift,
     standardized_shift,
 )
-from retrain_assets_tests.policy.conftest import day
+from retrain_assets_tests.policy.days import day
 
 
 def write_days(store: ParquetPartitionStore, first: int, last: int, shift: float) -> None:
