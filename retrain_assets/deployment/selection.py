@@ -11,6 +11,7 @@ deploy-time check runs between `registered_model` and `deployed_model`.
 from __future__ import annotations
 
 import functools
+from typing import TypedDict
 
 import dagster as dg
 
@@ -22,7 +23,14 @@ from retrain_assets.models.registered_model_asset import registered_model
 DEPLOY_CHECK = dg.AssetCheckKey(registered_model.key, CHECK_NAME)
 
 
-def registration_selection(auto_deploy: bool) -> dict[str, list]:
+class RegistrationSelection(TypedDict):
+    """The RunRequest arguments `registration_selection` returns (typed for `**` unpacking)."""
+
+    asset_selection: list[dg.AssetKey]
+    asset_check_keys: list[dg.AssetCheckKey]
+
+
+def registration_selection(auto_deploy: bool) -> RegistrationSelection:
     """Return `asset_selection` and `asset_check_keys` for a finished job's RunRequest."""
     assets = [model_candidate.key, registered_model.key]
     if auto_deploy:

@@ -16,7 +16,7 @@ import psycopg2.errors
 from psycopg2.extras import Json
 
 from retrain_assets.models.snapshot_ref import SnapshotRef
-from retrain_assets.store.database import transaction
+from retrain_assets.store.database import one_row, transaction
 
 Policy = Literal["schedule", "volume", "drift", "manual"]
 _COLUMNS = """id, customer, policy, reason, first_day, last_day, data_versions, decided_by,
@@ -90,7 +90,7 @@ def record_decision(
                     dagster_run_id,
                 ),
             )
-            decision = Decision(*cur.fetchone())
+            decision = Decision(*one_row(cur))
             _resolve_alerts(cur, customer, decision.id)
             return decision
     except psycopg2.errors.UniqueViolation:

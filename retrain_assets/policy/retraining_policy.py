@@ -14,7 +14,7 @@ import time
 import dagster as dg
 
 from retrain_assets.customers import (
-    CUSTOMERS,
+    CUSTOMER_PARTITIONS,
     refused_partition_message,
     split_customer_partitions,
 )
@@ -76,7 +76,9 @@ def retraining_policy(
     url, instance = project_db.connection_url(), context.instance
     requests = requests_for_open(url, instance, open_decisions(url))
     published = latest_snapshots(url)
-    customers, refused = split_customer_partitions(instance.get_dynamic_partitions(CUSTOMERS.name))
+    customers, refused = split_customer_partitions(
+        instance.get_dynamic_partitions(CUSTOMER_PARTITIONS)
+    )
     for key in refused:  # added by hand in the UI: never decided for, never trained
         context.log.error(refused_partition_message(key))
     if not published or not customers:

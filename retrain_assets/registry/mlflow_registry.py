@@ -15,6 +15,7 @@ rollout's promotion) and `previous` (the champion before the last promotion).
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import tempfile
 import time
@@ -418,6 +419,10 @@ class MlflowRegistry:
 
     # -- audit --------------------------------------------------------------------------------
 
+    def _runs_page(self, experiment_id: str, token: str | None) -> list[mlflow.entities.Run]:
+        """Return one page of an experiment's runs (`_all_pages` walks them)."""
+        return self.client.search_runs([experiment_id], max_results=_PAGE, page_token=token)
+
     def audit(self, customer: str | None = None) -> list[Problem]:
         """Return every run key with more than one MLflow run or registered version.
 
@@ -428,11 +433,7 @@ class MlflowRegistry:
         pattern = experiment_name(customer) if customer else EXPERIMENT_PREFIX + "%"
         experiments = self.client.search_experiments(filter_string=f"name LIKE {_quoted(pattern)}")
         for experiment in experiments:
-            runs = _all_pages(
-                lambda token, eid=experiment.experiment_id: self.client.search_runs(
-                    [eid], max_results=_PAGE, page_token=token
-                )
-            )
+            runs = _all_pages(functools.partial(self._runs_page, experiment.experiment_id))
             problems += _duplicates(
                 ((run.data.tags.get(RUN_KEY_TAG), run.info.run_id) for run in runs),
                 "runs",
