@@ -21,6 +21,7 @@ test-fast: lint
 lint: install
 	$(VENV)/bin/ruff check retrain_assets retrain_assets_tests benchmarks
 	$(VENV)/bin/ruff format --check retrain_assets retrain_assets_tests benchmarks
+	$(VENV)/bin/mypy
 
 up: install
 	$(VENV)/bin/retrain-assets up

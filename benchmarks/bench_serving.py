@@ -57,9 +57,9 @@ from retrain_assets.serving.routes import Route, RouteTable  # noqa: E402
 from retrain_assets.store.database import transaction  # noqa: E402
 from retrain_assets.store.migrations import migrate  # noqa: E402
 from retrain_assets.store.server import ensure_database, start_server  # noqa: E402
-from retrain_assets_tests.mlflow_server import running_mlflow  # noqa: E402
 from retrain_assets_tests.serving.models import feature_frame, train  # noqa: E402
 from retrain_assets_tests.serving.serving_process import TOKEN, ServingProcess  # noqa: E402
+from retrain_assets_tests.support.mlflow_server import running_mlflow  # noqa: E402
 
 CUSTOMER = "bench"
 

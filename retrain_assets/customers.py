@@ -19,11 +19,15 @@ from retrain_assets.customer_names import (
     validate_customer_name,
 )
 
-CUSTOMERS = dg.DynamicPartitionsDefinition(name="customers")
+# The partitions' name, for the instance's dynamic-partition calls (CUSTOMERS.name is
+# `str | None` to a type checker, as a DynamicPartitionsDefinition may be unnamed).
+CUSTOMER_PARTITIONS = "customers"
+CUSTOMERS = dg.DynamicPartitionsDefinition(name=CUSTOMER_PARTITIONS)
 
 __all__ = [
     "CUSTOMERS",
     "CUSTOMER_NAME_RULE",
+    "CUSTOMER_PARTITIONS",
     "InvalidCustomerName",
     "UnsafeCustomerPartition",
     "customer_of",
@@ -71,7 +75,8 @@ def split_customer_partitions(keys: Iterable[str]) -> tuple[list[str], list[str]
     Code that enumerates every customer (the `sales` asset, the retraining policy) reads
     only the safe ones and reports the others.
     """
-    safe, refused = [], []
+    safe: list[str] = []
+    refused: list[str] = []
     for key in sorted(keys):
         (safe if is_safe_customer_name(key) else refused).append(key)
     return safe, refused

@@ -4,8 +4,8 @@ from collections.abc import Iterator
 import pytest
 
 from retrain_assets.store.server import PostgresServer, ensure_database, start_server
-from retrain_assets_tests.mlflow_server import running_mlflow
-from retrain_assets_tests.running_platform import RunningPlatform, running_platform
+from retrain_assets_tests.support.mlflow_server import running_mlflow
+from retrain_assets_tests.support.platform import RunningPlatform, running_platform
 
 SHARED_PLATFORM_ENV = {
     "RETRAIN_POLL_INTERVAL_SECONDS": "2",

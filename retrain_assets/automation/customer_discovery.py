@@ -6,7 +6,12 @@ the person who created it can rename it.
 
 import dagster as dg
 
-from retrain_assets.customers import CUSTOMERS, InvalidCustomerName, validate_customer_name
+from retrain_assets.customers import (
+    CUSTOMER_PARTITIONS,
+    CUSTOMERS,
+    InvalidCustomerName,
+    validate_customer_name,
+)
 from retrain_assets.landing import customer_folders, read_manifest_country
 from retrain_assets.settings import landing_root
 from retrain_assets.store.customers import register_customer
@@ -23,7 +28,7 @@ def customer_discovery(
 ) -> dg.SensorResult:
     """Register new customers found in the landing zone; report folders that were refused."""
     root = landing_root()
-    known = set(context.instance.get_dynamic_partitions(CUSTOMERS.name))
+    known = set(context.instance.get_dynamic_partitions(CUSTOMER_PARTITIONS))
     new, refused = [], []
     for folder in customer_folders(root):
         if folder in known:

@@ -42,7 +42,7 @@ from retrain_assets.automation.landing_settings import (
     landing_automation_enabled,
     landing_settle_seconds,
 )
-from retrain_assets.customers import CUSTOMERS
+from retrain_assets.customers import CUSTOMER_PARTITIONS
 from retrain_assets.settings import landing_root
 
 NAME = "landing_arrivals"
@@ -182,7 +182,7 @@ def _tick(context: dg.SensorEvaluationContext) -> dg.SensorResult:
             skip_reason=f"waiting for run {run.run_id} ({days}) to finish; what arrives "
             "meanwhile is read by the next tick after it"
         )
-    customers = sorted(instance.get_dynamic_partitions(CUSTOMERS.name))
+    customers = sorted(instance.get_dynamic_partitions(CUSTOMER_PARTITIONS))
     requested = requested_fingerprints(context.cursor)
     plan = plan_landing(
         landing_days(scan_landing(landing_root(), customers)),
@@ -199,8 +199,8 @@ def _tick(context: dg.SensorEvaluationContext) -> dg.SensorResult:
     requests += [features_request(days, sales_ids, feature_ids) for days in follow]
     summary = _summary(plan, behind, follow)
     context.log.info(f"{len(customers)} customer(s); {summary}")
-    for days, why in _grouped(plan.reasons):
-        context.log.info(f"{_describe([days])}: {why}")
+    for day_range, why in _grouped(plan.reasons):
+        context.log.info(f"{_describe([day_range])}: {why}")
     cursor = _cursor({**requested, **plan.fingerprints})
     if not requests:
         return dg.SensorResult(skip_reason=summary, cursor=cursor)

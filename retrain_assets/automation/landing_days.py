@@ -96,14 +96,14 @@ def landing_days(files: Iterable[LandedFile]) -> list[LandingDay]:
     days = []
     for offset in range((last - first).days + 1):
         day = first + dt.timedelta(days=offset)
-        landed = by_day.get(day, [])
-        times = [f.modified for f in landed if f.modified is not None]
+        of_day = by_day.get(day, [])
+        times = [f.modified for f in of_day if f.modified is not None]
         days.append(
             LandingDay(
                 day=day,
-                delivered=frozenset(f.customer for f in landed),
+                delivered=frozenset(f.customer for f in of_day),
                 expected=bisect.bisect_right(starts, day),
-                fingerprint=_fingerprint(landed),
+                fingerprint=_fingerprint(of_day),
                 newest=max(times, default=None),
                 first_days=first_days,
             )

@@ -61,7 +61,7 @@ def _day(name: str) -> dt.date | None:
 
 def _local_entries(folder: str) -> list[Entry]:
     """Return (name, stamp, modified) of a local folder's files: one `scandir`, in C."""
-    entries = []
+    entries: list[Entry] = []
     with os.scandir(folder) as listing:
         for entry in listing:
             if entry.is_file():

@@ -10,6 +10,8 @@ deploy-time check runs between `registered_model` and `deployed_model`.
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 import dagster as dg
 
 from retrain_assets.asset_keys import DEPLOYED_MODEL, MODEL_CANDIDATE, REGISTERED_MODEL
@@ -19,7 +21,14 @@ from retrain_assets.models.checks import checks_of
 DEPLOY_CHECK = dg.AssetCheckKey(REGISTERED_MODEL, CHECK_NAME)
 
 
-def registration_selection(auto_deploy: bool) -> dict[str, list]:
+class RegistrationSelection(TypedDict):
+    """The RunRequest arguments `registration_selection` returns (typed for `**` unpacking)."""
+
+    asset_selection: list[dg.AssetKey]
+    asset_check_keys: list[dg.AssetCheckKey]
+
+
+def registration_selection(auto_deploy: bool) -> RegistrationSelection:
     """Return `asset_selection` and `asset_check_keys` for a finished job's RunRequest."""
     assets = [MODEL_CANDIDATE, REGISTERED_MODEL]
     if auto_deploy:

@@ -14,7 +14,7 @@ import dagster as dg
 
 from retrain_assets.automation.intervals import POLICY, interval_seconds
 from retrain_assets.customers import (
-    CUSTOMERS,
+    CUSTOMER_PARTITIONS,
     refused_partition_message,
     split_customer_partitions,
 )
@@ -64,7 +64,9 @@ def _tick(
     url, instance = project_db.connection_url(), context.instance
     requests = requests_for_open(url, instance, open_decisions(url))
     published = latest_snapshots(url)
-    customers, refused = split_customer_partitions(instance.get_dynamic_partitions(CUSTOMERS.name))
+    customers, refused = split_customer_partitions(
+        instance.get_dynamic_partitions(CUSTOMER_PARTITIONS)
+    )
     for key in refused:  # added by hand in the UI: never decided for, never trained
         context.log.error(refused_partition_message(key))
     if not published or not customers:

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import numpy as np
 import pandas as pd
 
 Fault = Callable[[list[str], np.random.Generator], str]
+_T = TypeVar("_T")
 _DATE, _STORE, _ITEM, _UNITS, _PRICE, _PROMO, _STOCK = range(7)
 
 
@@ -22,7 +24,7 @@ def _set(fields: list[str], index: int, value: str) -> str:
     return ",".join([*fields[:index], value, *fields[index + 1 :]])
 
 
-def _pick(rng: np.random.Generator, choices: Sequence[str]) -> str:
+def _pick(rng: np.random.Generator, choices: Sequence[_T]) -> _T:
     return choices[int(rng.integers(len(choices)))]
 
 

@@ -39,8 +39,10 @@ def _series_params(spec: TenantSpec) -> _SeriesParams:
     item_price = np.round(rng.uniform(1.5, 25.0, spec.items), 2)
     item_elasticity = rng.uniform(-2.0, -0.6, spec.items)
     weekly = np.array([0.85, 0.8, 0.85, 0.95, 1.1, 1.35, 1.1])  # Monday .. Sunday
-    stores, items = np.meshgrid(np.arange(spec.stores), np.arange(spec.items), indexing="ij")
-    stores, items = stores.ravel(), items.ravel()
+    store_grid, item_grid = np.meshgrid(
+        np.arange(spec.stores), np.arange(spec.items), indexing="ij"
+    )
+    stores, items = store_grid.ravel(), item_grid.ravel()
     return _SeriesParams(
         store_ids=np.array([f"S{s + 1:03d}" for s in stores]),
         item_ids=np.array([f"I{i + 1:04d}" for i in items]),

@@ -20,7 +20,7 @@ import psycopg2.extensions
 from retrain_assets.customers import validate_customer_name
 from retrain_assets.machines import store
 from retrain_assets.machines.table import Machine
-from retrain_assets.store.database import transaction
+from retrain_assets.store.database import one_row, transaction
 
 _DECISION = """d.id, d.customer, d.version, d.run_key, d.decided_by, d.reason, d.gate_result_id,
     d.previous_champion, d.dagster_run_id, d.mlflow_run_id, d.decided_at"""
@@ -119,7 +119,7 @@ def start_deployment(
                 f" RETURNING {_ROLLOUT}",
                 (decision.id, request.customer, request.version),
             )
-            rollout = Rollout(*cur.fetchone())
+            rollout = Rollout(*one_row(cur))
             payload = {
                 "rollout_id": rollout.id,
                 "decision_id": decision.id,
@@ -154,7 +154,7 @@ def _insert_decision(cur: Any, request: DeploymentRequest) -> DeploymentDecision
             request.mlflow_run_id,
         ),
     )
-    return DeploymentDecision(*cur.fetchone())
+    return DeploymentDecision(*one_row(cur))
 
 
 def _point_machine(
@@ -209,7 +209,7 @@ def _decision_of_runs(
 
 def _rollout_of(cur: psycopg2.extensions.cursor, decision_id: int) -> Rollout:
     cur.execute(f"SELECT {_ROLLOUT} FROM rollouts r WHERE r.decision_id = %s", (decision_id,))
-    return Rollout(*cur.fetchone())
+    return Rollout(*one_row(cur))
 
 
 def request_abort(url: str, customer: str, reason: str, by: str) -> Rollout:

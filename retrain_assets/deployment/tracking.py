@@ -60,9 +60,10 @@ def deployment_mlflow(context: dg.InitResourceContext) -> Iterator[MlFlow]:
         raise dg.DagsterInvariantViolationError(
             "deployment_mlflow needs a customer partition: deployment runs are per customer"
         )
+    tracking_uri: str = context.resource_config.get("tracking_uri") or mlflow_tracking_uri()
     config = {
         "experiment_name": deployment_experiment(customer),
-        "mlflow_tracking_uri": context.resource_config.get("tracking_uri") or mlflow_tracking_uri(),
+        "mlflow_tracking_uri": tracking_uri,
         "parent_run_id": None,
         "mlflow_run_id": None,
         "env": {},
@@ -73,7 +74,7 @@ def deployment_mlflow(context: dg.InitResourceContext) -> Iterator[MlFlow]:
     # when the step ends, so nothing else in the process (registry calls, a later step run in
     # the same process) talks to MLflow through a deployment's settings.
     saved_experiment = mlflow.tracking.fluent._active_experiment_id
-    with process_tracking_uri(config["mlflow_tracking_uri"]):
+    with process_tracking_uri(tracking_uri):
         tracking = MlFlow(_ForCustomer(context, config))
         try:
             yield tracking
@@ -87,7 +88,8 @@ def deployment_mlflow(context: dg.InitResourceContext) -> Iterator[MlFlow]:
 
 def active_run_id(tracking: MlFlow) -> str:
     """Return the id of the MLflow run the resource opened."""
-    run = tracking.active_run()
+    # MlflowMeta copies mlflow's module functions onto MlFlow when the class is created
+    run = tracking.active_run()  # type: ignore[attr-defined]
     if run is None:
         raise RuntimeError("the deployment_mlflow resource has no active MLflow run")
     return run.info.run_id

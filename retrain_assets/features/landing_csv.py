@@ -19,10 +19,14 @@ import codecs
 import io
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
+
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
 
 _LF, _CR, _TAB, _QUOTE, _COMMA = 10, 13, 9, 34, 44
 _BLOCK_SIZE = 1 << 20  # pyarrow's default
@@ -87,6 +91,7 @@ def _parse_record(data: bytes, pos: int, endpos: int) -> tuple[list[bytes], int]
             fields.append(match[1].replace(b'""', b'"') + match[2])
         else:
             match = _UNQUOTED.match(data, pos, endpos)
+            assert match is not None  # the pattern matches the empty string too
             fields.append(match[0])
         pos = match.end()
         if pos < endpos and data[pos] == _COMMA:
@@ -350,7 +355,7 @@ class _Pieces(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer: memoryview) -> int:
+    def readinto(self, buffer: WriteableBuffer) -> int:
         target, filled = memoryview(buffer).cast("B"), 0
         while filled < len(target) and self._piece < len(self._starts):
             stop = self._stops[self._piece]

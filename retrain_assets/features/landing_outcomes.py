@@ -7,7 +7,7 @@ history; readers take the latest run for a day.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from psycopg2.extras import Json, execute_values
 
@@ -21,7 +21,7 @@ def _escaped(text: str) -> str:
     return text.encode("unicode_escape").decode("ascii")
 
 
-def storable_raw(raw: dict[str, str]) -> dict[str, object]:
+def storable_raw(raw: dict[str, str]) -> Mapping[str, object]:
     """Return a quarantined row's fields in a form a jsonb column can hold, losing nothing.
 
     jsonb cannot hold the NUL character, which is itself a reason to quarantine a row. A row

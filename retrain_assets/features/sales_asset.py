@@ -13,7 +13,7 @@ import pandas as pd
 
 from retrain_assets.asset_keys import SALES
 from retrain_assets.customers import (
-    CUSTOMERS,
+    CUSTOMER_PARTITIONS,
     refused_partition_message,
     split_customer_partitions,
 )
@@ -96,7 +96,7 @@ def sales(
 ) -> Iterator[dg.Output | dg.AssetCheckResult]:
     """Typed, validated sales rows of every known customer, one Parquet file per day."""
     customers, refused = split_customer_partitions(
-        context.instance.get_dynamic_partitions(CUSTOMERS.name)
+        context.instance.get_dynamic_partitions(CUSTOMER_PARTITIONS)
     )
     for key in refused:  # never a path from an unsafe key: it could leave the landing root
         context.log.error(refused_partition_message(key))

@@ -69,7 +69,7 @@ class FileOutcome:
         return any(p.severity == "error" for p in self.problems)
 
 
-_SALES_DTYPES = {
+_SALES_DTYPES: dict[str, str | type[object]] = {
     "customer": object,
     "date": "datetime64[ns]",
     "store_id": object,
@@ -113,7 +113,7 @@ def _utf8(data: bytes | str) -> bytes:
     """Return the file as UTF-8 bytes.
 
     Raises:
-        UnicodeError: it is not UTF-8 text.
+        UnicodeDecodeError: it is not UTF-8 text.
     """
     if isinstance(data, str):
         return data.encode("utf-8")
@@ -135,7 +135,7 @@ def validate_file(data: bytes | str, customer: str, day: dt.date, file: str) -> 
     """Type and validate one landing file (UTF-8 bytes or text) for `customer` on `day`."""
     try:
         data = _utf8(data)
-    except UnicodeError as err:
+    except UnicodeDecodeError as err:
         reason = f"unreadable: not UTF-8 text ({err.reason} at byte {err.start})"
         return failed_file(customer, file, reason)
     try:

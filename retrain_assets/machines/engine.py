@@ -28,7 +28,8 @@ from retrain_assets.machines.table import Machine, State
 from retrain_assets.store.database import connection, transaction
 
 Record = Callable[[store.Pointer, store.NewHistory], None]  # where history rows go
-BeforeCommit = Callable[[Any, Mapping[str, "AdvanceResult"]], None]  # (cursor, chunk results)
+# (cursor, chunk results); what it returns is ignored
+BeforeCommit = Callable[[Any, Mapping[str, "AdvanceResult"]], object]
 
 
 class NoRun(LookupError):

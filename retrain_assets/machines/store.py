@@ -14,7 +14,7 @@ from typing import Any, Literal
 import psycopg2.extensions
 from psycopg2.extras import Json, execute_values
 
-from retrain_assets.store.database import transaction
+from retrain_assets.store.database import one_row, transaction
 
 Status = Literal["ready", "waiting", "terminal"]
 
@@ -221,7 +221,7 @@ def save_pointer(cur: psycopg2.extensions.cursor, p: Pointer) -> Pointer:
             p.customer,
         ),
     )
-    return Pointer(*cur.fetchone())
+    return Pointer(*one_row(cur))
 
 
 def append_history(cur: psycopg2.extensions.cursor, p: Pointer, row: NewHistory) -> None:

@@ -17,9 +17,9 @@ from pydantic import Field
 from retrain_assets.asset_keys import MODEL_CANDIDATE
 from retrain_assets.customers import CUSTOMERS, customer_of
 from retrain_assets.features.parquet_store import PartitionStorage
-from retrain_assets.features.training_export import MODEL_FEATURES, read_holdout
+from retrain_assets.features.training_export import read_holdout
 from retrain_assets.models.candidates import CandidateTable
-from retrain_assets.models.gate import judge_candidate
+from retrain_assets.models.gate import GateMetadata, booster_predictor, judge_candidate
 from retrain_assets.models.gate_results import GateResult, record_gate_result
 from retrain_assets.models.lineage import latest_run_key
 from retrain_assets.models.model_candidate_asset import model_candidate
@@ -73,7 +73,7 @@ def beats_champion(
     margin = gate_settings.resolved_margin()
     outcome = judge_candidate(
         read_holdout(partition_storage.store(), customer, key),
-        lambda frame: booster.predict(frame[MODEL_FEATURES]),
+        booster_predictor(booster),
         chosen.model,
         margin,
     )
@@ -141,7 +141,7 @@ def _withdraw_challenger(
 
 
 def _log_to_mlflow(
-    registry: MlflowRegistry, customer: str, key: str, passed: bool, shown: dict[str, object]
+    registry: MlflowRegistry, customer: str, key: str, passed: bool, shown: GateMetadata
 ) -> None:
     """Put the verdict on the candidate's MLflow run too, for whoever browses MLflow."""
     scores = {f"gate_{name}": shown[name] for name in ("candidate_wape", "reference_wape")}

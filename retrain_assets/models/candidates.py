@@ -14,7 +14,7 @@ from psycopg2.extras import Json
 from upath import UPath
 
 from retrain_assets.gpu.protocol import Artifact
-from retrain_assets.store.database import transaction
+from retrain_assets.store.database import one_row, transaction
 
 
 @dataclass(frozen=True)
@@ -87,4 +87,4 @@ class CandidateTable:
         """Return how many candidates a run key has (the audit expects exactly one)."""
         with transaction(self.db_url) as cur:
             cur.execute("SELECT count(*) FROM model_candidates WHERE run_key = %s", (run_key,))
-            return int(cur.fetchone()[0])
+            return int(one_row(cur)[0])

@@ -19,8 +19,12 @@ from retrain_assets.deployment.rollout_settings import rollout_settings
 from retrain_assets.deployment.tracking import active_run_id
 from retrain_assets.deployment.versions import challenger_of
 from retrain_assets.features.parquet_store import PartitionStorage
-from retrain_assets.features.training_export import MODEL_FEATURES
-from retrain_assets.models.gate import ReferenceModel, judge_candidate
+from retrain_assets.models.gate import (
+    GateMetadata,
+    ReferenceModel,
+    booster_predictor,
+    judge_candidate,
+)
 from retrain_assets.models.gate_results import GateResult, record_gate_result
 from retrain_assets.models.registered_model_asset import registered_model
 from retrain_assets.models.scoring import Verdict
@@ -68,7 +72,7 @@ def challenger_beats_champion_now(
             settings.deploy_margin,
             f"{challenger.label} is already the champion: nothing to deploy",
         )
-        shown: dict[str, object] = {"reason": verdict.reason}
+        shown: GateMetadata = {"reason": verdict.reason}
     else:
         booster = registry.load_version(customer, challenger.version)
         champion = None
@@ -76,13 +80,13 @@ def challenger_beats_champion_now(
             champion_model = registry.load_version(customer, champion_version)
             champion = ReferenceModel(
                 f"champion {model_name(customer)} v{champion_version}",
-                lambda frame: champion_model.predict(frame[MODEL_FEATURES]),
+                booster_predictor(champion_model),
                 CHAMPION,
                 champion_version,
             )
         outcome = judge_candidate(
             rows,
-            lambda frame: booster.predict(frame[MODEL_FEATURES]),
+            booster_predictor(booster),
             champion,
             settings.deploy_margin,
         )
@@ -129,8 +133,12 @@ def challenger_beats_champion_now(
 def _log_scores(
     tracking: MlFlow, version: str, champion: str | None, verdict: Verdict, rows: int
 ) -> None:
-    """Log the deploy-time scores into the deployment's MLflow run."""
-    tracking.set_tags(
+    """Log the deploy-time scores into the deployment's MLflow run.
+
+    `set_tags` and `log_metrics` are mlflow's own, which MlflowMeta copies onto MlFlow when the
+    class is created (invisible to a type checker).
+    """
+    tracking.set_tags(  # type: ignore[attr-defined]
         {
             "challenger_version": version,
             "champion_version": champion or "none",
@@ -142,7 +150,7 @@ def _log_scores(
         "check_challenger_wape": verdict.candidate_wape,
         "check_reference_wape": verdict.reference_wape,
     }
-    tracking.log_metrics(
+    tracking.log_metrics(  # type: ignore[attr-defined]
         {
             "check_passed": 1.0 if verdict.passed else 0.0,
             "check_rows_scored": float(rows),

@@ -118,7 +118,8 @@ def deployed_model(
     except DeploymentRefused as err:
         raise DeploymentNotAllowed(str(err)) from err
     decision = started.decision
-    deployment_mlflow.set_tags(
+    # MlflowMeta copies mlflow's module functions onto MlFlow when the class is created
+    deployment_mlflow.set_tags(  # type: ignore[attr-defined]
         {
             "deployment_decision": str(decision.id),
             "rollout_id": str(started.rollout.id),
@@ -214,7 +215,7 @@ def _lineage(
     state: str,
     mlflow_run_id: str,
     new: bool,
-) -> dict[str, object]:
+) -> dict[str, int | str | dg.MetadataValue]:
     """Return the deployed model's lineage: decision, run key, snapshot, gate verdicts."""
     training = metadata_for_run_key(
         context.instance, TRAINING_JOB, challenger.customer, challenger.run_key

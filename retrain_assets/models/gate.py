@@ -29,18 +29,25 @@ class ReferenceModel:
     version: str | None = None
 
 
+GateMetadata = dict[str, float | int | str]  # what a gate shows next to its verdict
+
+
 @dataclass(frozen=True)
 class GateOutcome:
     """The verdict and what the UI shows next to it."""
 
     verdict: Verdict
-    metadata: dict[str, object]
+    metadata: GateMetadata
 
 
 def lightgbm_predictor(model_file: str) -> Predict:
     """Return a forecaster from a LightGBM text model file."""
-    booster = lightgbm.Booster(model_file=model_file)
-    return lambda frame: booster.predict(frame[MODEL_FEATURES])
+    return booster_predictor(lightgbm.Booster(model_file=model_file))
+
+
+def booster_predictor(booster: lightgbm.Booster) -> Predict:
+    """Return a forecaster from a loaded LightGBM model (one forecast a row, as an array)."""
+    return lambda frame: np.asarray(booster.predict(frame[MODEL_FEATURES]), dtype=float)
 
 
 SEASONAL_NAIVE = "seasonal naive (same weekday last week)"
@@ -73,7 +80,7 @@ def judge_candidate(
     else:
         verdict = judge(candidate_wape, reference_wape, reference, margin)
     days = holdout["date"]
-    metadata: dict[str, object] = {
+    metadata: GateMetadata = {
         "candidate_wape": verdict.candidate_wape,
         "reference_wape": verdict.reference_wape,
         "reference": reference,

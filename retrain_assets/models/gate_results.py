@@ -11,7 +11,7 @@ import datetime as dt
 import math
 from dataclasses import dataclass
 
-from retrain_assets.store.database import transaction
+from retrain_assets.store.database import one_row, transaction
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ def record_gate_result(url: str, result: GateResult) -> int:
                 result.model_version,
             ),
         )
-        return int(cur.fetchone()[0])
+        return int(one_row(cur)[0])
 
 
 def latest_gate_result(url: str, run_key: str, gate: str = "beats_champion") -> GateResult | None:

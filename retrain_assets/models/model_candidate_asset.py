@@ -30,6 +30,7 @@ from retrain_assets.machines.training import (
 )
 from retrain_assets.models.candidates import Candidate, CandidateTable
 from retrain_assets.models.forecast_plot import forecast_plot_png, markdown_image
+from retrain_assets.models.gate import booster_predictor
 from retrain_assets.models.lineage import metadata_for_run_key
 from retrain_assets.models.resources import GpuServiceResource, training_services
 from retrain_assets.models.scoring import seasonal_naive
@@ -118,7 +119,7 @@ def _record_in_mlflow(
     resource: MlflowRegistryResource,
     storage: PartitionStorage,
     candidate: Candidate,
-) -> dict[str, object]:
+) -> dict[str, str | dg.MetadataValue]:
     """Log the candidate's MLflow run (once per run key) and return the metadata to show."""
     customer, key = candidate.customer, candidate.run_key
     training = metadata_for_run_key(context.instance, TRAINING_JOB, customer, key)
@@ -131,7 +132,7 @@ def _record_in_mlflow(
     }
     holdout = read_holdout(storage.store(), customer, key)
     booster = candidate.load_model()
-    forecast = booster.predict(holdout[MODEL_FEATURES])
+    forecast = booster_predictor(booster)(holdout)
     plot = forecast_plot_png(
         holdout,
         {"candidate": forecast, "seasonal naive": seasonal_naive(holdout)},

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from retrain_assets.features.training_export import MODEL_FEATURES
-from retrain_assets.models.gate import ReferenceModel
+from retrain_assets.models.gate import ReferenceModel, booster_predictor
 from retrain_assets.registry.mlflow_registry import (
     CHALLENGER,
     CHAMPION,
@@ -43,7 +42,7 @@ def choose_reference(registry: MlflowRegistry, customer: str, run_key: str) -> C
         booster = registry.load_version(customer, str(version.version))
         model = ReferenceModel(
             f"{alias} {model_name(customer)} v{version.version}",
-            lambda frame, booster=booster: booster.predict(frame[MODEL_FEATURES]),
+            booster_predictor(booster),
             alias,
             str(version.version),
         )

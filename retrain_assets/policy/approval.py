@@ -7,7 +7,7 @@ records a `drift` decision on the current snapshot choice and resolves the alert
 
 import dagster as dg
 
-from retrain_assets.customers import CUSTOMERS, customer_of
+from retrain_assets.customers import CUSTOMER_PARTITIONS, CUSTOMERS, customer_of
 from retrain_assets.policy.alerts import pending_alerts
 from retrain_assets.policy.busy import busy_customers
 from retrain_assets.policy.decisions import Decision, DecisionRefused, record_decision
@@ -29,7 +29,7 @@ def approve(
     Raises:
         DecisionRefused: unknown customer, no pending alert, or the customer is busy training.
     """
-    if not instance.has_dynamic_partition(CUSTOMERS.name, customer):
+    if not instance.has_dynamic_partition(CUSTOMER_PARTITIONS, customer):
         raise DecisionRefused(f"{APPROVAL_JOB}: unknown customer {customer!r} (no partition)")
     alert = pending_alerts(url).get(customer)
     if alert is None:

@@ -15,7 +15,7 @@ from typing import Any, Literal
 import psycopg2.errors
 from psycopg2.extras import Json
 
-from retrain_assets.store.database import transaction
+from retrain_assets.store.database import one_row, transaction
 from retrain_assets.store.snapshot_ref import SnapshotRef
 
 Policy = Literal["schedule", "volume", "drift", "manual"]
@@ -90,7 +90,7 @@ def record_decision(
                     dagster_run_id,
                 ),
             )
-            decision = Decision(*cur.fetchone())
+            decision = Decision(*one_row(cur))
             _resolve_alerts(cur, customer, decision.id)
             return decision
     except psycopg2.errors.UniqueViolation:

@@ -7,7 +7,9 @@ not override that one value. Values are range-checked on the way in, never at de
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from retrain_assets.store.database import transaction
 
@@ -92,7 +94,7 @@ def settings_for(url: str, customer: str) -> PolicySettings:
 
 
 def set_settings(
-    url: str, customer: str, changes: dict[str, float], updated_by: str
+    url: str, customer: str, changes: Mapping[str, float], updated_by: str
 ) -> PolicySettings:
     """Override some of a customer's settings and return its new effective settings.
 
@@ -110,7 +112,8 @@ def set_settings(
                 " add it with `retrain-assets customers add` or land its files)"
             )
         current = all_settings(url).get(customer, DEFAULTS)
-        typed = {n: _typed(n, v) for n, v in changes.items()}
+        # each value has its field's type (_typed), which a checker cannot see per name
+        typed: dict[str, Any] = {n: _typed(n, v) for n, v in changes.items()}
         validate(dataclasses.replace(current, **typed), f"settings of {customer}")
         columns = list(typed)
         cur.execute(

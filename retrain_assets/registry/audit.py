@@ -7,10 +7,13 @@ them with the ids to clean up.
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
+
+from mlflow.entities import Run
 
 from retrain_assets.registry.mlflow_registry import (
     EXPERIMENT_PREFIX,
@@ -45,6 +48,11 @@ class Problem:
         )
 
 
+def _runs_page(registry: MlflowRegistry, experiment_id: str, token: str | None) -> list[Run]:
+    """Return one page of an experiment's runs (`all_pages` walks them)."""
+    return registry.client.search_runs([experiment_id], max_results=PAGE_SIZE, page_token=token)
+
+
 def audit_registry(registry: MlflowRegistry, customer: str | None = None) -> list[Problem]:
     """Return every run key with more than one MLflow run or registered version.
 
@@ -55,11 +63,7 @@ def audit_registry(registry: MlflowRegistry, customer: str | None = None) -> lis
     pattern = experiment_name(customer) if customer else EXPERIMENT_PREFIX + "%"
     experiments = registry.client.search_experiments(filter_string=f"name LIKE {quoted(pattern)}")
     for experiment in experiments:
-        runs = all_pages(
-            lambda token, eid=experiment.experiment_id: registry.client.search_runs(
-                [eid], max_results=PAGE_SIZE, page_token=token
-            )
-        )
+        runs = all_pages(functools.partial(_runs_page, registry, experiment.experiment_id))
         problems += _duplicates(
             ((run.data.tags.get(RUN_KEY_TAG), run.info.run_id) for run in runs),
             "runs",

@@ -10,7 +10,7 @@ import os
 
 import dagster as dg
 
-from retrain_assets.customers import CUSTOMERS, validate_customer_name
+from retrain_assets.customers import CUSTOMER_PARTITIONS, validate_customer_name
 from retrain_assets.landing import read_manifest_country
 from retrain_assets.runtime.environment import child_environment, prepare_dagster_home, repo_file
 from retrain_assets.settings import landing_root
@@ -39,7 +39,7 @@ def add_customer(name: str, country: str | None) -> tuple[bool, bool]:
     folders = prepare_dagster_home(repo_file("dagster.yaml"))
     os.environ.update(child_environment(server, folders))
     with dg.DagsterInstance.get() as instance:
-        known = instance.has_dynamic_partition(CUSTOMERS.name, name)
+        known = instance.has_dynamic_partition(CUSTOMER_PARTITIONS, name)
         if not known:
-            instance.add_dynamic_partitions(CUSTOMERS.name, [name])
+            instance.add_dynamic_partitions(CUSTOMER_PARTITIONS, [name])
     return new_row, not known

@@ -138,7 +138,7 @@ def create_app(
         redoc_url=None,
     )
     app.add_middleware(
-        RequestGuard,  # type: ignore[arg-type]
+        RequestGuard,
         token=token,
         max_body_bytes=max_body_bytes(max_rows),
         open_paths=OPEN_PATHS,

@@ -17,7 +17,7 @@ import datetime as dt
 import json
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -211,7 +211,7 @@ def _numbers(
 
 
 def _batch(
-    columns: dict[str, Sequence[Any]], count: int, where: Location, problems: _Problems
+    columns: Mapping[str, Sequence[Any]], count: int, where: Location, problems: _Problems
 ) -> FeatureBatch:
     stores = _identifiers(columns["store_id"], "store_id", where, problems)
     items = _identifiers(columns["item_id"], "item_id", where, problems)

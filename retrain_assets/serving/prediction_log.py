@@ -219,7 +219,7 @@ class PredictionLogWriter:
     def _next_batches(self) -> tuple[list[_Batch], bool]:
         """Wait for queued rows, then take whatever else is queued, up to max_batch_rows."""
         first = self._queue.get()
-        if first is _STOP:
+        if not isinstance(first, _Batch):  # _STOP
             return [], True
         batches = [first]
         size = len(first.rows)
@@ -228,7 +228,7 @@ class PredictionLogWriter:
                 item = self._queue.get_nowait()
             except queue.Empty:
                 break
-            if item is _STOP:
+            if not isinstance(item, _Batch):  # _STOP
                 return batches, True  # _STOP is put last: nothing can follow it
             batches.append(item)
             size += len(item.rows)

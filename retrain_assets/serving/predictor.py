@@ -121,13 +121,18 @@ class Predictor:
                 model serving a row failed to predict (the failure is logged first).
         """
         route = self.route(customer)
+        champion_version, canary_version = _versions(route)
         to_canary = (
             canary_mask(customer, batch.keys, route.canary_weight)
-            if route.canary_version is not None
+            if canary_version is not None
             else np.zeros(len(batch), dtype=bool)
         )
-        champion = self._model(customer, route.champion_version)
-        canary = self._model(customer, route.canary_version) if to_canary.any() else None
+        champion = self._model(customer, champion_version)
+        canary = (
+            self._model(customer, canary_version)
+            if canary_version is not None and to_canary.any()
+            else None
+        )
         served_at = self.clock()
         by_champion = _predict(champion, batch.features)
         by_canary = _predict(canary, batch.features[to_canary]) if canary is not None else None
@@ -137,6 +142,13 @@ class Predictor:
         except LogUnavailable as error:
             raise ServingError(503, f"nothing was answered: {error}") from error
         return _served(customer, batch, route, to_canary, by_champion, by_canary)
+
+
+def _versions(route: Route) -> tuple[str, str | None]:
+    """Return the route's (champion, canary) versions; `Predictor.route` made sure of a champion."""
+    if route.champion_version is None:
+        raise ServingError(409, f"customer {route.customer!r} has no champion yet")
+    return route.champion_version, route.canary_version
 
 
 def _log_rows(
@@ -157,8 +169,9 @@ def _log_rows(
     canary_values: list[float | None] = nothing
     if by_canary is not None and by_canary.predictions is not None:
         canary_values = nothing.copy()
-        for i, value in zip(np.flatnonzero(to_canary), by_canary.predictions.tolist(), strict=True):
-            canary_values[i] = value
+        canary_rows = np.flatnonzero(to_canary)
+        for at, value in zip(canary_rows, by_canary.predictions.tolist(), strict=True):
+            canary_values[at] = value
     rows: list[LogRow] = []
     for i, (key, store, item, day) in enumerate(
         zip(batch.keys, batch.store_ids, batch.item_ids, batch.dates, strict=True)
@@ -222,11 +235,12 @@ def _served(
     predictions = by_champion.predictions.copy() if by_champion.predictions is not None else None
     if predictions is None:  # every row went to the canary, whose predictions are all there
         predictions = np.full(len(batch), math.nan)
-    versions = [route.champion_version] * len(batch)
+    champion_version, canary_version = _versions(route)
+    versions = [champion_version] * len(batch)
     aliases = [CHAMPION] * len(batch)
-    if by_canary is not None and by_canary.predictions is not None:
+    if by_canary is not None and by_canary.predictions is not None and canary_version is not None:
         predictions[to_canary] = by_canary.predictions
         for i in np.flatnonzero(to_canary):
-            versions[i] = route.canary_version
+            versions[i] = canary_version
             aliases[i] = CANARY
     return Forecast(customer, batch.keys, predictions, versions, aliases, route)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from retrain_assets.customers import validate_customer_name
-from retrain_assets.store.database import transaction
+from retrain_assets.store.database import one_row, transaction
 
 
 def register_customer(url: str, name: str, country: str | None, added_by: str) -> bool:
@@ -21,7 +21,7 @@ def register_customer(url: str, name: str, country: str | None, added_by: str) -
             """,
             (name, country.upper() if country else None, added_by),
         )
-        return bool(cur.fetchone()[0])
+        return bool(one_row(cur)[0])
 
 
 def customer_countries(url: str) -> dict[str, str | None]:

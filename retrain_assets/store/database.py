@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import psycopg2
 import psycopg2.extensions
@@ -30,3 +31,16 @@ def transaction(url: str) -> Iterator[psycopg2.extensions.cursor]:
             yield cur
     finally:
         conn.close()
+
+
+def one_row(cur: psycopg2.extensions.cursor) -> tuple[Any, ...]:
+    """Return the row of a statement that always yields one (an aggregate, an INSERT RETURNING).
+
+    Raises:
+        LookupError: the statement yielded no row after all (naming it), instead of a
+            `TypeError` on `None[0]` further on.
+    """
+    row = cur.fetchone()
+    if row is None:
+        raise LookupError(f"no row from {cur.query!r}")
+    return row

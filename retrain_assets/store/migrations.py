@@ -5,7 +5,7 @@ Append a new entry to MIGRATIONS to change the schema; never edit one that has s
 
 from __future__ import annotations
 
-from retrain_assets.store.database import transaction
+from retrain_assets.store.database import one_row, transaction
 
 MIGRATIONS: list[str] = [
     # 1: customers, landing-file outcomes and feature snapshot records.
@@ -299,7 +299,7 @@ def apply_migrations(url: str, migrations: list[str], lock_id: int) -> int:
         cur.execute("SELECT pg_advisory_xact_lock(%s)", (lock_id,))
         cur.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY)")
         cur.execute("SELECT coalesce(max(version), 0) FROM schema_migrations")
-        current = cur.fetchone()[0]
+        current = one_row(cur)[0]
         for version, statement in enumerate(migrations, start=1):
             if version > current:
                 cur.execute(statement)

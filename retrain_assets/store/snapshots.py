@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from psycopg2.extras import Json
 
-from retrain_assets.store.database import transaction
+from retrain_assets.store.database import one_row, transaction
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ def publish_snapshots(url: str, records: Sequence[SnapshotRecord]) -> list[int]:
     with transaction(url) as cur:
         for record in records:
             cur.execute(_INSERT, _values(record))
-            ids.append(int(cur.fetchone()[0]))
+            ids.append(int(one_row(cur)[0]))
     return ids
 
 

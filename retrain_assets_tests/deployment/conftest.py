@@ -90,6 +90,7 @@ class RolloutWorld:
     registry: FakeRegistry
     clock: Clock
     settings: RolloutSettings = SETTINGS
+    days: tuple[dt.date, ...] = tuple(DAYS)  # the days `serve` serves unless told
 
     def series(self, customer: str) -> list[tuple[str, str]]:
         return sorted({(s, i) for c, s, i, _ in self.actuals if c == customer})

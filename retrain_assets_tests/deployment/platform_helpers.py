@@ -21,9 +21,9 @@ import pandas as pd
 from retrain_assets.features.parquet_store import ParquetPartitionStore
 from retrain_assets.features.training_export import LABEL, MODEL_FEATURES
 from retrain_assets.registry.mlflow_registry import MlflowRegistry
-from retrain_assets_tests.running_platform import RunningPlatform, up_environment
-from retrain_assets_tests.ui_actions import LAUNCH_RUN, RUN_STATUS
-from retrain_assets_tests.waiting import wait_until
+from retrain_assets_tests.support.platform import RunningPlatform, up_environment
+from retrain_assets_tests.support.ui_actions import LAUNCH_RUN, RUN_STATUS
+from retrain_assets_tests.support.waiting import wait_until
 
 CLI = str(Path(sys.executable).parent / "retrain-assets")
 SELECTOR = {"repositoryLocationName": "retrain_assets", "repositoryName": "__repository__"}

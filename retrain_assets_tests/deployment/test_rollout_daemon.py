@@ -36,9 +36,13 @@ from retrain_assets_tests.deployment.platform_helpers import (
     step_failures,
     wait_for_end,
 )
-from retrain_assets_tests.running_platform import RunningPlatform
-from retrain_assets_tests.ui_actions import launch_backfill, publish_days, wait_for_backfill_run
-from retrain_assets_tests.waiting import wait_until
+from retrain_assets_tests.support.platform import RunningPlatform
+from retrain_assets_tests.support.ui_actions import (
+    launch_backfill,
+    publish_days,
+    wait_for_backfill_run,
+)
+from retrain_assets_tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.system
 

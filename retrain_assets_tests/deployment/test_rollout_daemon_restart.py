@@ -8,14 +8,10 @@ were, and promote once.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import os
 import signal
-import subprocess
-import sys
 import threading
-from pathlib import Path
 
 import dagster as dg
 import pandas as pd
@@ -30,7 +26,6 @@ from retrain_assets.features.parquet_store import ParquetPartitionStore
 from retrain_assets.features.training_export import MODEL_FEATURES
 from retrain_assets.machines.store import history, pointer
 from retrain_assets.registry.mlflow_registry import MlflowRegistry
-from retrain_assets.runtime.default_signals import with_default_signals
 from retrain_assets.runtime.environment import child_environment, prepare_dagster_home, repo_file
 from retrain_assets.store.customers import register_customer
 from retrain_assets.store.database import transaction
@@ -38,10 +33,10 @@ from retrain_assets.store.migrations import migrate
 from retrain_assets.store.server import ensure_database
 from retrain_assets_tests.deployment.platform_helpers import days
 from retrain_assets_tests.serving.serving_process import TOKEN, ServingProcess
-from retrain_assets_tests.waiting import wait_until
+from retrain_assets_tests.support.processes import start_daemon, stop_group
+from retrain_assets_tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.system
-DAEMON = str(Path(sys.executable).parent / "dagster-daemon")
 CUSTOMER = "restart-us"
 START, LAST = dt.date(2025, 1, 1), dt.date(2025, 3, 5)
 FIRST_FEATURE_DAY = START + dt.timedelta(days=28)
@@ -57,28 +52,6 @@ ROLLOUT_ENV = {
     "RETRAIN_POLICY_INTERVAL_SECONDS": "3600",
     "RETRAIN_LANDING_AUTOMATION": "off",
 }
-
-
-def start_daemon(log: Path) -> subprocess.Popen:
-    """Start dagster-daemon on the repository's workspace, in its own process group."""
-    with log.open("ab") as out:
-        return subprocess.Popen(
-            with_default_signals([DAEMON, "run", "-w", str(repo_file("workspace.yaml"))]),
-            env=dict(os.environ),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-
-
-def kill_group(daemon: subprocess.Popen, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(daemon.pid, sig)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        daemon.wait(timeout=30)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(daemon.pid, signal.SIGKILL)
-    daemon.wait()
 
 
 class Retailer(threading.Thread):
@@ -209,7 +182,7 @@ def test_a_daemon_killed_mid_step_resumes_the_rollout_and_promotes_once(
                 "the rollout_controller seeing the step inside its minimum time",
                 detail=lambda: log.read_text()[-3000:],
             )
-            kill_group(daemon, signal.SIGKILL)  # the daemon dies in the middle of CANARY_10
+            stop_group(daemon, signal.SIGKILL)  # the daemon dies in the middle of CANARY_10
             elapsed = dt.datetime.now(dt.UTC) - dt.datetime.fromisoformat(step_start)
             assert elapsed.total_seconds() < STEP_SECONDS, "killed after the step, not in it"
             mid = pointer(db, "rollout", CUSTOMER)
@@ -227,7 +200,7 @@ def test_a_daemon_killed_mid_step_resumes_the_rollout_and_promotes_once(
             )
         finally:
             retailer.stop.set()
-            kill_group(daemon, signal.SIGTERM)
+            stop_group(daemon, signal.SIGTERM)
             service.stop()
     assert retailer.failures == []
     visits = [

@@ -119,9 +119,7 @@ def test_no_data_counts_as_a_failure_after_the_allowed_intervals(world):
 def test_served_days_without_actuals_wait_for_them(world, tmp_path):
     world.deploy("acme", "2", champion="1")
     world.advance()
-    from retrain_assets_tests.deployment.conftest import DAYS
-
-    later = [d.replace(month=4) for d in DAYS]  # forecasts for days not materialized yet
+    later = [d.replace(month=4) for d in world.days]  # forecasts for days not materialized yet
     world.actuals.update(
         {(c, s, i, d.replace(month=4)): v for (c, s, i, d), v in list(world.actuals.items())}
     )

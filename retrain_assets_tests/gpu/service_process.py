@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -20,18 +19,11 @@ import pytest
 import requests
 
 from retrain_assets.gpu.client import HttpGpuService
-from retrain_assets_tests.service_processes import start_until_healthy, stop_with_sigterm
-from retrain_assets_tests.waiting import patience
+from retrain_assets_tests.support.processes import free_port, start_until_healthy, stop_with_sigterm
+from retrain_assets_tests.support.waiting import patience
 
 TOKEN = "test-token"
 FEATURES = ["lag_7", "lag_14", "rolling_mean_7", "price", "on_promo", "day_of_week"]
-
-
-def free_port() -> int:
-    """Return a loopback TCP port nothing listens on right now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def write_dataset(path: Path, rows: int = 3000, seed: int = 11) -> Path:

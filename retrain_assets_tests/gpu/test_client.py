@@ -12,7 +12,7 @@ import pytest
 
 from retrain_assets.gpu.client import GpuServiceError, HttpGpuService
 from retrain_assets.gpu.protocol import ArtifactCorrupt, JobConflict, JobStatus
-from retrain_assets_tests.gpu.service_process import free_port
+from retrain_assets_tests.support.processes import free_port
 
 Reply = tuple[int, Any]  # status and a JSON body, or bytes sent as they are
 

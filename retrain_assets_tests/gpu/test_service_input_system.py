@@ -25,7 +25,7 @@ from retrain_assets_tests.gpu.service_process import (
     running_service,
     training_spec,
 )
-from retrain_assets_tests.waiting import patience
+from retrain_assets_tests.support.waiting import patience
 
 pytestmark = pytest.mark.system
 BIG = 50 << 20  # the size of the requests in the report that took the service to 1.1 GB

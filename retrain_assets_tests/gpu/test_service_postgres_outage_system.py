@@ -16,7 +16,7 @@ from retrain_assets.gpu.service.service_lock import SERVICE_LOCK_ID
 from retrain_assets.store.server import PostgresServer, libpq_url, with_database
 from retrain_assets_tests.gpu.restartable_postgres import restartable_postgres
 from retrain_assets_tests.gpu.service_process import ServiceProcess, training_spec
-from retrain_assets_tests.waiting import patience, wait_until
+from retrain_assets_tests.support.waiting import patience, wait_until
 
 pytestmark = pytest.mark.system
 LOCK_HOLDERS = (

@@ -8,7 +8,7 @@ import pytest
 
 from retrain_assets.store.server import PostgresServer
 from retrain_assets_tests.gpu.service_process import ServiceProcess, training_spec
-from retrain_assets_tests.waiting import patience
+from retrain_assets_tests.support.waiting import patience
 
 pytestmark = pytest.mark.system
 

@@ -18,7 +18,7 @@ from retrain_assets.machines import (
     start_run,
 )
 from retrain_assets.store.database import transaction
-from retrain_assets_tests.machines.test_engine import TERMINAL, Toy, waiting_machine
+from retrain_assets_tests.machines.toy_machines import TERMINAL, Toy, waiting_machine
 
 CUSTOMERS = [f"c{i:02d}" for i in range(7)]
 

@@ -17,39 +17,12 @@ from retrain_assets.machines import (
     start_run,
 )
 from retrain_assets.store.database import transaction
-
-TERMINAL = frozenset({"DONE", "FAILED"})
-
-
-class Toy:
-    """Services of the toy machines: a switch, a call counter and stack depths."""
-
-    def __init__(self) -> None:
-        self.ready = False
-        self.calls: Counter[str] = Counter()
-        self.depths: list[int] = []
-
-
-def begin(ctx):
-    ctx.services.calls["BEGIN"] += 1
-    return Step.success("begun", payload={"seen": ctx.payload.get("seen", 0) + 1})
-
-
-def wait_until_ready(ctx):
-    ctx.services.calls["WAIT"] += 1
-    return Step.success("ready") if ctx.services.ready else Step.wait("not yet")
-
-
-def waiting_machine() -> Machine:
-    return Machine(
-        "toy",
-        "BEGIN",
-        TERMINAL,
-        {
-            "BEGIN": State(begin, "WAIT", "FAILED"),
-            "WAIT": State(wait_until_ready, "DONE", "WAIT", may_yield=True, max_visits=10),
-        },
-    )
+from retrain_assets_tests.machines.toy_machines import (
+    TERMINAL,
+    Toy,
+    begin,
+    waiting_machine,
+)
 
 
 def single(transition, on_failure="DONE", **extra) -> Machine:

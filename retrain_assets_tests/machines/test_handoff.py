@@ -13,7 +13,7 @@ from retrain_assets.machines.handoff import (
     RecordedVerdict,
 )
 from retrain_assets.machines.training import start_training, training_machine
-from retrain_assets_tests.machines.test_training import SPEC, services
+from retrain_assets_tests.machines.training_services import SPEC, services
 
 KEY = "k1"
 

@@ -14,22 +14,13 @@ from retrain_assets.gpu.protocol import JobStatus
 from retrain_assets.machines import advance, history, pointer, repoint
 from retrain_assets.machines.training import start_training, training_machine
 from retrain_assets.models.gate_results import GateResult, record_gate_result
-from retrain_assets.models.resources import GpuServiceResource, training_services
+from retrain_assets.models.resources import training_services
 from retrain_assets.policy.busy import busy_customers
 from retrain_assets.settings import storage_root
 from retrain_assets.store.resource import ProjectDatabase
-from retrain_assets_tests.machines.fakes import FakeGpu
-from retrain_assets_tests.machines.test_training import SPEC
+from retrain_assets_tests.machines.training_services import GPU, SPEC, FakeGpuResource
 
 KEY = "k1"
-GPU = FakeGpu()
-
-
-class FakeGpuResource(GpuServiceResource):
-    """The poller's GPU resource, handing out the test's fake service."""
-
-    def client(self):
-        return GPU
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ from retrain_assets.machines import advance_many
 from retrain_assets.machines.observations import transition_observations
 from retrain_assets.machines.training import start_training, training_machine
 from retrain_assets_tests.machines.fakes import FakeGpu, MemoryCandidates
-from retrain_assets_tests.machines.test_training import SPEC, services
+from retrain_assets_tests.machines.training_services import SPEC, services
 
 KEY = dg.AssetKey("training_job")
 

@@ -7,7 +7,7 @@ from retrain_assets.machines import NoRun, UnknownState, advance, history, point
 from retrain_assets.machines.handoff import ATTEMPT, TRIES
 from retrain_assets.machines.training import start_training, training_machine
 from retrain_assets.store.database import transaction
-from retrain_assets_tests.machines.test_training import SPEC, services
+from retrain_assets_tests.machines.training_services import SPEC, services
 
 
 def test_a_move_is_one_history_row_with_the_note_and_fresh_budgets(db, tmp_path):

@@ -5,7 +5,7 @@ from retrain_assets.machines import advance
 from retrain_assets.machines.training import start_training, training_machine
 from retrain_assets.runtime.machine_report import history_lines, status_lines
 from retrain_assets_tests.machines.fakes import FakeGpu, MemoryCandidates
-from retrain_assets_tests.machines.test_training import SPEC, services
+from retrain_assets_tests.machines.training_services import SPEC, services
 
 
 def test_status_says_where_each_customer_is_why_and_what_budget_is_left(db, tmp_path):

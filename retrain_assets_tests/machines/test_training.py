@@ -12,20 +12,9 @@ from retrain_assets.machines import (
     pointers_in_state,
     start_run,
 )
-from retrain_assets.machines.training import TrainingServices, start_training, training_machine
-from retrain_assets_tests.machines.fakes import FakeGpu, MemoryCandidates
-
-SPEC = {"customer": "acme", "snapshot": "s1", "rounds": 10}
-
-
-def services(tmp_path, gpu=None, candidates=None, handoff=None, fetching=False):
-    return TrainingServices(
-        gpu=gpu or FakeGpu(),
-        candidates=candidates or MemoryCandidates(),
-        download_dir=lambda run_key: tmp_path / "downloads" / run_key,
-        handoff=handoff,
-        fetching=fetching,
-    )
+from retrain_assets.machines.training import start_training, training_machine
+from retrain_assets_tests.machines.fakes import FakeGpu
+from retrain_assets_tests.machines.training_services import SPEC, services
 
 
 def fetching(svc):

@@ -2,6 +2,7 @@
 
 import datetime as dt
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
@@ -10,23 +11,20 @@ import pytest
 from retrain_assets.customers import CUSTOMERS
 from retrain_assets.definitions import FEATURES_JOB, build_definitions
 from retrain_assets.demo.simulate import land_tenant
-from retrain_assets.demo.tenants import TenantSpec
 from retrain_assets.store.migrations import migrate
-from retrain_assets.store.server import ensure_database
+from retrain_assets.store.server import PostgresServer, ensure_database
 from retrain_assets_tests.gpu.service_process import TOKEN, running_service
-
-START = dt.date(2025, 1, 1)
-DAYS = 50
-TENANTS = (
-    TenantSpec("alpha-us", "US", stores=2, items=4, seed=1),
-    TenantSpec("beta-de", "DE", stores=2, items=3, seed=2),
-)
+from retrain_assets_tests.models.world import DAYS, START, TENANTS, ModelWorld
 
 
 @pytest.fixture
 def model_world(
-    tmp_path: Path, app_db: str, pg_server, mlflow_uri: str, monkeypatch: pytest.MonkeyPatch
-):
+    tmp_path: Path,
+    app_db: str,
+    pg_server: PostgresServer,
+    mlflow_uri: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[ModelWorld]:
     """Features published for 50 days, a Postgres-backed instance, a GPU service, MLflow."""
     home = tmp_path / "home"
     landing = home / "landing"
@@ -62,11 +60,11 @@ def model_world(
             )
         )
         assert result.success
-        yield {
-            "instance": instance,
-            "service": service,
-            "db": app_db,
-            "last_day": last,
-            "mlflow_uri": mlflow_uri,
-            "home": home,
-        }
+        yield ModelWorld(
+            instance=instance,
+            service=service,
+            db=app_db,
+            last_day=last,
+            mlflow_uri=mlflow_uri,
+            home=home,
+        )

@@ -13,7 +13,6 @@ import dagster as dg
 import mlflow
 import pytest
 
-from retrain_assets.definitions import build_definitions
 from retrain_assets.features.parquet_store import PartitionStorage
 from retrain_assets.features.training_export import LABEL, MODEL_FEATURES, read_holdout
 from retrain_assets.models.gate_results import latest_gate_result
@@ -21,18 +20,18 @@ from retrain_assets.models.scoring import wape
 from retrain_assets.models.training_job_asset import training_job
 from retrain_assets.registry.mlflow_registry import CHAMPION, MlflowRegistry, model_name
 from retrain_assets.runtime.environment import child_environment, prepare_dagster_home, repo_file
-from retrain_assets_tests.models.test_training_flow import (
+from retrain_assets_tests.models.flow import (
     CUSTOMER,
+    STRONG,
+    execute,
     materialize,
     poll_until_requested,
-    tick,
     train_config,
 )
-from retrain_assets_tests.running_platform import graphql, running_webserver
+from retrain_assets_tests.support.platform import graphql, running_webserver
 
 pytestmark = pytest.mark.system
 CLI = str(Path(sys.executable).parent / "retrain-assets")
-STRONG = {"num_boost_round": 200}  # WAPE ~0.33 on alpha-us against seasonal naive's ~0.36
 WEAK = {"num_boost_round": 2, "learning_rate": 0.01}  # barely moves off the mean
 
 CHECK_EXECUTIONS = """
@@ -53,30 +52,6 @@ def train(instance, **config) -> tuple[str, dg.RunRequest]:
     request = poll_until_requested(instance, seconds=120)
     assert request.run_key == f"candidate-{key}-1"
     return key, request
-
-
-def execute(instance, request: dg.RunRequest, selection=None) -> dg.ExecuteInProcessResult:
-    """Run what the request selects (checks included), as the daemon would launch it.
-
-    Then one poller tick, as the daemon's next one: it ends the hand-off the run completed.
-    """
-    keys = selection or request.asset_selection
-    job = build_definitions().resolve_implicit_job_def_def_for_assets(keys)
-    if selection is None and request.asset_check_keys is not None:
-        # the checks the request names, as the daemon runs them (not every check of the assets)
-        job = job.get_subset(
-            asset_selection=set(keys), asset_check_selection=set(request.asset_check_keys)
-        )
-    result = job.execute_in_process(
-        run_config=request.run_config,
-        instance=instance,
-        partition_key=request.partition_key,
-        asset_selection=None if job.is_subset else keys,
-        tags=request.tags,
-        raise_on_error=False,
-    )
-    tick(instance)
-    return result
 
 
 def gate(result: dg.ExecuteInProcessResult) -> dg.AssetCheckEvaluation:
@@ -100,7 +75,7 @@ def audit(uri: str) -> subprocess.CompletedProcess:
 
 
 def test_a_winner_is_registered_once_as_challenger_and_retries_change_nothing(model_world):
-    instance, uri = model_world["instance"], model_world["mlflow_uri"]
+    instance, uri = model_world.instance, model_world.mlflow_uri
     registry = MlflowRegistry(uri)
     assert registry.champion(CUSTOMER) is None  # so the reference is seasonal naive
     key, request = train(instance, **STRONG)
@@ -163,7 +138,7 @@ def test_a_winner_is_registered_once_as_challenger_and_retries_change_nothing(mo
 
 
 def test_a_loser_fails_the_gate_against_the_champion_rescored_now(model_world, pg_server):
-    instance, db, uri = model_world["instance"], model_world["db"], model_world["mlflow_uri"]
+    instance, db, uri = model_world.instance, model_world.db, model_world.mlflow_uri
     registry = MlflowRegistry(uri)
     champion_key, request = train(instance, **STRONG)
     assert execute(instance, request).success
@@ -201,7 +176,7 @@ def test_a_loser_fails_the_gate_against_the_champion_rescored_now(model_world, p
 
         # What the UI shows for this customer partition: the failed check of this run.
         env = child_environment(pg_server, prepare_dagster_home(repo_file("dagster.yaml")))
-        with running_webserver(env, model_world["home"] / "webserver.log") as port:
+        with running_webserver(env, model_world.home / "webserver.log") as port:
             rows = graphql(port, CHECK_EXECUTIONS, {"partition": CUSTOMER})
         latest = rows["assetCheckExecutions"][0]
         assert (latest["runId"], latest["status"], latest["partition"]) == (
@@ -216,8 +191,8 @@ def test_a_loser_fails_the_gate_against_the_champion_rescored_now(model_world, p
 
 
 def test_a_corrupted_artifact_fails_the_candidate_and_registers_nothing(model_world):
-    instance, service = model_world["instance"], model_world["service"]
-    registry = MlflowRegistry(model_world["mlflow_uri"])
+    instance, service = model_world.instance, model_world.service
+    registry = MlflowRegistry(model_world.mlflow_uri)
     key, request = train(instance)
     job_id = service.client().find(key).id
     model = service.data_dir / "jobs" / job_id / "model.txt"
@@ -234,7 +209,7 @@ def test_a_corrupted_artifact_fails_the_candidate_and_registers_nothing(model_wo
 def test_before_a_first_champion_the_challenger_is_the_reference_and_never_regresses(
     model_world, monkeypatch
 ):
-    instance, db, uri = model_world["instance"], model_world["db"], model_world["mlflow_uri"]
+    instance, db, uri = model_world.instance, model_world.db, model_world.mlflow_uri
     registry = MlflowRegistry(uri)
     first_key, first_request = train(instance, **STRONG)
     assert execute(instance, first_request).success

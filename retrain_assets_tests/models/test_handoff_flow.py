@@ -12,15 +12,16 @@ from retrain_assets.models.gate_results import latest_gate_result
 from retrain_assets.models.training_job_asset import training_job
 from retrain_assets.registry.mlflow_registry import MlflowRegistry
 from retrain_assets.settings import storage_root
-from retrain_assets_tests.gpu.service_process import free_port
-from retrain_assets_tests.models.test_gate_flow import STRONG, execute
-from retrain_assets_tests.models.test_training_flow import (
+from retrain_assets_tests.models.flow import (
     CUSTOMER,
+    STRONG,
+    execute,
     materialize,
     poll_until_requested,
     tick,
     train_config,
 )
+from retrain_assets_tests.support.processes import free_port
 
 pytestmark = pytest.mark.system
 
@@ -28,8 +29,8 @@ pytestmark = pytest.mark.system
 def test_a_candidate_run_that_fails_after_the_download_is_requested_again_and_gated(
     model_world, monkeypatch
 ):
-    instance, service, db = model_world["instance"], model_world["service"], model_world["db"]
-    registry = MlflowRegistry(model_world["mlflow_uri"])
+    instance, service, db = model_world.instance, model_world.service, model_world.db
+    registry = MlflowRegistry(model_world.mlflow_uri)
     submitted = materialize(instance, [training_job], train_config(**STRONG))
     key = submitted.asset_materializations_for_node("training_job")[0].metadata["run_key"].value
     first = poll_until_requested(instance, seconds=120)

@@ -1,11 +1,8 @@
 """The real dagster-daemon killed while a customer waits in POLL_JOB, then started again."""
 
-import contextlib
 import datetime as dt
 import os
 import signal
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 
@@ -20,41 +17,17 @@ from retrain_assets.models.candidates import CandidateTable
 from retrain_assets.models.gate_results import latest_gate_result
 from retrain_assets.models.training_job_asset import training_job
 from retrain_assets.registry.mlflow_registry import MlflowRegistry
-from retrain_assets.runtime.default_signals import with_default_signals
 from retrain_assets.runtime.environment import child_environment, prepare_dagster_home, repo_file
 from retrain_assets.settings import storage_root
 from retrain_assets.store.migrations import migrate
 from retrain_assets.store.server import ensure_database
 from retrain_assets_tests.gpu.service_process import TOKEN, running_service
-from retrain_assets_tests.models.conftest import START, TENANTS
-from retrain_assets_tests.waiting import wait_until
+from retrain_assets_tests.models.world import START, TENANTS
+from retrain_assets_tests.support.processes import start_daemon, stop_group
+from retrain_assets_tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.system
 CUSTOMER = TENANTS[0].name
-DAEMON = str(Path(sys.executable).parent / "dagster-daemon")
-
-
-def start_daemon(log: Path) -> subprocess.Popen:
-    """Start dagster-daemon on the repository's workspace, in its own process group."""
-    with log.open("ab") as out:
-        return subprocess.Popen(
-            with_default_signals([DAEMON, "run", "-w", str(repo_file("workspace.yaml"))]),
-            env=dict(os.environ),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-
-
-def stop_daemon(daemon: subprocess.Popen) -> None:
-    """SIGTERM the daemon, then SIGKILL whatever is left of its group (its code server)."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(daemon.pid, signal.SIGTERM)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        daemon.wait(timeout=30)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(daemon.pid, signal.SIGKILL)
-    daemon.wait()
 
 
 def candidate_runs(instance: dg.DagsterInstance) -> list[dg.DagsterRun]:
@@ -146,8 +119,7 @@ def test_a_killed_daemon_resumes_the_wait_and_fetches_exactly_one_candidate(
             daemon = start_daemon(log)
             try:
                 wait_for(lambda: poll_visits(db) > before, 90, "a poll by the daemon", log)
-                os.killpg(daemon.pid, signal.SIGKILL)
-                daemon.wait()
+                stop_group(daemon, signal.SIGKILL)
                 assert pointer(db, "training", CUSTOMER).state == "POLL_JOB"
                 daemon = start_daemon(log)
                 wait_for(
@@ -163,7 +135,7 @@ def test_a_killed_daemon_resumes_the_wait_and_fetches_exactly_one_candidate(
                     log,
                 )
             finally:
-                stop_daemon(daemon)
+                stop_group(daemon)
 
             runs = candidate_runs(instance)
             assert len(runs) == 1

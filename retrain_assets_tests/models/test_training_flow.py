@@ -1,87 +1,27 @@
 """Training end to end through the real GPU service: submit, end the run, poll, fetch."""
 
-import time
-
 import dagster as dg
 import psutil
 import pytest
 
-from retrain_assets.automation.gpu_job_poller import gpu_job_poller
-from retrain_assets.definitions import build_definitions
-from retrain_assets.features.parquet_store import PartitionStorage
 from retrain_assets.machines.store import history, pointer, pointers_in_state
 from retrain_assets.models.candidates import CandidateTable
 from retrain_assets.models.model_candidate_asset import model_candidate
-from retrain_assets.models.resources import GpuServiceResource
 from retrain_assets.models.training_job_asset import training_job
 from retrain_assets.settings import storage_root
-from retrain_assets.store.resource import ProjectDatabase
-from retrain_assets_tests.waiting import patience
+from retrain_assets_tests.models.flow import (
+    CUSTOMER,
+    materialize,
+    poll_until_requested,
+    tick,
+    train_config,
+)
 
 pytestmark = pytest.mark.system
-CUSTOMER = "alpha-us"
-
-
-def train_config(**extra) -> dict:
-    return {
-        "ops": {
-            "training_job": {
-                "config": {
-                    "first_day": "2025-01-01",
-                    "last_day": "2025-02-19",
-                    "holdout_days": 7,
-                    "num_boost_round": 40,
-                    "checkpoint_every": 10,
-                    **extra,
-                }
-            }
-        }
-    }
-
-
-def materialize(instance, selection, run_config, raise_on_error=True, customer=CUSTOMER):
-    defs = build_definitions()
-    return dg.materialize(
-        [training_job, model_candidate],
-        selection=selection,
-        partition_key=customer,
-        run_config=run_config,
-        instance=instance,
-        resources=defs.resources,
-        raise_on_error=raise_on_error,
-    )
-
-
-def tick(instance) -> dg.SensorResult:
-    context = dg.build_sensor_context(
-        instance=instance,
-        resources={
-            "project_db": ProjectDatabase(),
-            "partition_storage": PartitionStorage(),
-            "gpu_service": GpuServiceResource(),
-        },
-    )
-    return gpu_job_poller(context)
-
-
-def poll_until_requested(
-    instance, seconds: float = 60, customer=CUSTOMER, moves: list | None = None
-) -> dg.RunRequest:
-    """Tick until the customer's candidate run is requested; `moves` collects observations."""
-    deadline = time.monotonic() + patience(seconds)
-    while time.monotonic() < deadline:
-        result = tick(instance)
-        if moves is not None:
-            moves.extend(e for e in result.asset_events if e.partition == customer)
-        for request in result.run_requests:
-            if request.partition_key == customer:
-                return request
-        time.sleep(0.5)
-    pytest.fail("the poller never requested a candidate")
 
 
 def test_the_run_ends_while_the_job_trains_and_the_poller_fetches_one_candidate(model_world):
-    instance, service, db = model_world["instance"], model_world["service"], model_world["db"]
+    instance, service, db = model_world.instance, model_world.service, model_world.db
     # the shared services (GPU service, MLflow server, their workers) run before anything starts
     services_before = {c.pid for c in psutil.Process().children(recursive=True)}
     slow = {"faults": {"slow_seconds_per_round": 0.1, "on_attempts": [1]}}
@@ -132,24 +72,22 @@ def test_the_run_ends_while_the_job_trains_and_the_poller_fetches_one_candidate(
 
 
 def test_a_submission_that_always_fails_stops_after_three_attempts(model_world, monkeypatch):
-    from retrain_assets_tests.gpu.service_process import free_port
+    from retrain_assets_tests.support.processes import free_port
 
     monkeypatch.setenv("RETRAIN_GPU_URL", f"http://127.0.0.1:{free_port()}")  # nobody there
-    result = materialize(
-        model_world["instance"], [training_job], train_config(), raise_on_error=False
-    )
+    result = materialize(model_world.instance, [training_job], train_config(), raise_on_error=False)
     assert not result.success
     error = result.get_step_failure_events()[0].step_failure_data.error.to_string()
     assert "max retries reached" in error
-    rows = history(model_world["db"], "training", CUSTOMER)
+    rows = history(model_world.db, "training", CUSTOMER)
     submits = [row for row in rows if row.state == "SUBMIT_JOB" and row.note != "not run"]
     assert len(submits) == 3 and all("Connection" in (row.error or "") for row in submits)
-    final = pointer(model_world["db"], "training", CUSTOMER)
+    final = pointer(model_world.db, "training", CUSTOMER)
     assert final.state == "FAILED" and final.reason.startswith("max retries reached")
 
 
 def test_a_failed_download_costs_a_download_not_a_retrain(model_world):
-    instance, service, db = model_world["instance"], model_world["service"], model_world["db"]
+    instance, service, db = model_world.instance, model_world.service, model_world.db
     submitted = materialize(instance, [training_job], train_config())
     meta = submitted.asset_materializations_for_node("training_job")[0].metadata
     key, job_id = meta["run_key"].value, meta["job_id"].value

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Callable
 
 import pytest
@@ -10,14 +9,7 @@ import pytest
 from retrain_assets.store.customers import register_customer
 from retrain_assets.store.migrations import migrate
 from retrain_assets.store.snapshots import SnapshotRecord, publish_snapshot
-
-DAY0 = dt.date(2026, 1, 1)
-
-
-def day(n: int) -> dt.date:
-    """Return the n-th day after DAY0."""
-    return DAY0 + dt.timedelta(days=n)
-
+from retrain_assets_tests.policy.days import day
 
 Publish = Callable[..., None]
 

@@ -15,7 +15,7 @@ from retrain_assets.policy.drift import DriftMeasure
 from retrain_assets.policy.history import choose_window
 from retrain_assets.policy.run_decision import claim_for_run, manual_decision
 from retrain_assets.store.snapshots import latest_snapshots
-from retrain_assets_tests.policy.conftest import day
+from retrain_assets_tests.policy.days import day
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from retrain_assets.policy.drift import (
     standardized_shift,
 )
 from retrain_assets.store.snapshot_ref import SnapshotRef
-from retrain_assets_tests.policy.conftest import day
+from retrain_assets_tests.policy.days import day
 
 
 def write_days(store: ParquetPartitionStore, first: int, last: int, shift: float) -> None:

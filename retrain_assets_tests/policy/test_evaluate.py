@@ -10,7 +10,7 @@ from retrain_assets.policy.history import choose_window, new_rows
 from retrain_assets.policy.rule import policy_outcome
 from retrain_assets.policy.thresholds import DEFAULTS, PolicySettings
 from retrain_assets.store.snapshots import latest_snapshots
-from retrain_assets_tests.policy.conftest import day
+from retrain_assets_tests.policy.days import day
 
 SETTINGS = PolicySettings(min_new_rows=500, min_history_days=20, drift_recent_days=3)
 

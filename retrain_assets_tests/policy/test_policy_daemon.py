@@ -31,8 +31,8 @@ import pytest
 from retrain_assets.automation.retraining_policy import retraining_policy
 from retrain_assets.features.parquet_store import PartitionStorage
 from retrain_assets.store.resource import ProjectDatabase
-from retrain_assets_tests.running_platform import RunningPlatform, running_platform, up_environment
-from retrain_assets_tests.ui_actions import (
+from retrain_assets_tests.support.platform import RunningPlatform, running_platform, up_environment
+from retrain_assets_tests.support.ui_actions import (
     RUNS,
     days,
     launch_backfill,

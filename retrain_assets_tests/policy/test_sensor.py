@@ -24,7 +24,7 @@ from retrain_assets.policy.thresholds import set_settings
 from retrain_assets.store.database import transaction
 from retrain_assets.store.resource import ProjectDatabase
 from retrain_assets.store.snapshots import latest_snapshots
-from retrain_assets_tests.policy.conftest import day
+from retrain_assets_tests.policy.days import day
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-FEATURES = ["lag_7", "lag_28", "is_holiday"]
+from retrain_assets_tests.registry.logged_runs import FEATURES
 
 
 @pytest.fixture(scope="module")

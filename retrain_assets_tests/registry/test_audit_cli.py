@@ -1,7 +1,7 @@
 """`retrain-assets audit` against a server that is not there: a prompt, clear refusal."""
 
 from retrain_assets.cli import main
-from retrain_assets_tests.running_platform import free_port
+from retrain_assets_tests.support.processes import free_port
 
 
 def test_an_unreachable_registry_is_named_with_exit_code_2(monkeypatch, capsys):

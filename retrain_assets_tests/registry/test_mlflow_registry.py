@@ -1,29 +1,11 @@
 import os
-import uuid
 
 import mlflow
 import pytest
 
 from retrain_assets.registry import MlflowRegistry, MlflowRegistryResource, audit_registry
 from retrain_assets.registry.mlflow_registry import experiment_name, model_name
-
-PNG = b"\x89PNG\r\n\x1a\nnot really a picture"
-METRICS = {"holdout_mape": 0.12, "holdout_rmse": 3.4}
-
-
-def customer() -> str:
-    """A customer of its own per test: the server is shared by the module."""
-    return f"c{uuid.uuid4().hex[:8]}"
-
-
-def run_key() -> str:
-    return uuid.uuid4().hex[:16]
-
-
-def logged_run(registry, name, key, model_file, example_frame) -> str:
-    run_id = registry.candidate_run(name, key, {"snapshot_id": "s1"})
-    registry.log_candidate(run_id, model_file, METRICS, example_frame.head(5), PNG)
-    return run_id
+from retrain_assets_tests.registry.logged_runs import METRICS, PNG, customer, logged_run, run_key
 
 
 @pytest.mark.system

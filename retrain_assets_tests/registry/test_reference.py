@@ -11,8 +11,7 @@ from retrain_assets.registry.mlflow_registry import (
     WITHDRAWN_TAG,
     model_name,
 )
-from retrain_assets_tests.registry.conftest import FEATURES
-from retrain_assets_tests.registry.test_mlflow_registry import customer, logged_run, run_key
+from retrain_assets_tests.registry.logged_runs import FEATURES, customer, logged_run, run_key
 
 pytestmark = pytest.mark.system
 

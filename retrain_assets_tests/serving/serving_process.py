@@ -13,8 +13,7 @@ from typing import Any
 import requests
 
 from retrain_assets.features.training_export import MODEL_FEATURES
-from retrain_assets_tests.running_platform import free_port
-from retrain_assets_tests.service_processes import start_until_healthy, stop_with_sigterm
+from retrain_assets_tests.support.processes import free_port, start_until_healthy, stop_with_sigterm
 
 TOKEN = "serving-test-token"
 SERVE = [str(Path(sys.executable).parent / "retrain-assets"), "serve"]

@@ -4,7 +4,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from retrain_assets.serving.model_cache import ModelCache
-from retrain_assets_tests.waiting import wait_until
+from retrain_assets_tests.support.waiting import wait_until
 
 
 class CountingLoader:

@@ -14,7 +14,7 @@ from retrain_assets.serving.prediction_log import (
 )
 from retrain_assets.store.database import connection, transaction
 from retrain_assets.store.server import libpq_url
-from retrain_assets_tests.waiting import wait_until
+from retrain_assets_tests.support.waiting import wait_until
 
 AT = dt.datetime(2026, 3, 2, 9, 30, tzinfo=dt.UTC)
 

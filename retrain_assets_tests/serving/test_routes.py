@@ -5,7 +5,7 @@ from retrain_assets.serving import routes as routes_module
 from retrain_assets.serving.routes import Route, RouteRefresher, RouteTable
 from retrain_assets.store.database import transaction
 from retrain_assets.store.server import with_database
-from retrain_assets_tests.waiting import wait_until
+from retrain_assets_tests.support.waiting import wait_until
 
 
 def set_route(url, customer, champion, canary=None, weight=0.0, step=None, age_seconds=0):

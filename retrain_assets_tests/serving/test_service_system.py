@@ -25,7 +25,7 @@ from retrain_assets_tests.serving.serving_process import (
     ServingProcess,
     feature_row,
 )
-from retrain_assets_tests.waiting import patience, wait_until
+from retrain_assets_tests.support.waiting import patience, wait_until
 
 pytestmark = pytest.mark.system
 MAX_ROWS = 500

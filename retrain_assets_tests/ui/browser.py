@@ -16,7 +16,7 @@ import pytest
 from playwright.sync_api import Browser, Locator, Page, Playwright
 from playwright.sync_api import Error as PlaywrightError
 
-from retrain_assets_tests.waiting import patience, wait_until
+from retrain_assets_tests.support.waiting import patience, wait_until
 
 CHROMIUM = "/usr/bin/chromium"
 # --disable-background-networking and friends: Chromium's own calls home are refused on a

@@ -5,7 +5,7 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import Browser, sync_playwright
 
-from retrain_assets_tests.running_platform import RunningPlatform
+from retrain_assets_tests.support.platform import RunningPlatform
 from retrain_assets_tests.ui.browser import VIEWPORT, Journey, journey_folder, launch_chromium
 
 SEEN_COMMUNITY_NOTE = "mutation { setNuxSeen }"

@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from retrain_assets.automation.handoff import RUN_KEY_TAG
-from retrain_assets_tests.running_platform import RunningPlatform
-from retrain_assets_tests.waiting import wait_until
+from retrain_assets_tests.support.platform import RunningPlatform
+from retrain_assets_tests.support.waiting import wait_until
 
 RUNS_TAGGED = """
 query Runs($tags: [ExecutionTag!]) {

@@ -12,8 +12,8 @@ import uuid
 
 from retrain_assets.demo.simulate import land_tenant
 from retrain_assets.demo.tenants import TenantSpec
-from retrain_assets_tests.running_platform import RunningPlatform
-from retrain_assets_tests.waiting import wait_until
+from retrain_assets_tests.support.platform import RunningPlatform
+from retrain_assets_tests.support.waiting import wait_until
 
 FIRST_LANDED = dt.date(2026, 10, 1)
 LANDED_DAYS = 49  # through 2026-11-18

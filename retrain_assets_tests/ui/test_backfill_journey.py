@@ -4,6 +4,7 @@ import time
 
 import pytest
 
+from retrain_assets_tests.support.ui_actions import backfill_runs, days, publish_days
 from retrain_assets_tests.ui.dagster_ui import (
     choose_day_range,
     follow_backfill,
@@ -11,7 +12,6 @@ from retrain_assets_tests.ui.dagster_ui import (
     open_materialize_dialog,
 )
 from retrain_assets_tests.ui.tenants import FIRST_LANDED, land
-from retrain_assets_tests.ui_actions import backfill_runs, days, publish_days
 
 pytestmark = [pytest.mark.system, pytest.mark.browser]
 

@@ -10,6 +10,7 @@ import re
 import pytest
 
 from retrain_assets.registry.mlflow_registry import CHAMPION, MlflowRegistry, model_name
+from retrain_assets_tests.support.ui_actions import launch_run, publish_days, wait_for_run
 from retrain_assets_tests.ui.dagster_ui import check_partition_detail
 from retrain_assets_tests.ui.model_runs import (
     training_run_key,
@@ -17,7 +18,6 @@ from retrain_assets_tests.ui.model_runs import (
     wait_for_candidate_run_end,
 )
 from retrain_assets_tests.ui.tenants import FIRST_FEATURE_DAY, FIRST_LANDED, LAST_DAY, land
-from retrain_assets_tests.ui_actions import launch_run, publish_days, wait_for_run
 
 pytestmark = [pytest.mark.system, pytest.mark.browser]
 

@@ -7,6 +7,7 @@ then fetches, gates and registers the candidate, and both show on their assets' 
 
 import pytest
 
+from retrain_assets_tests.support.ui_actions import publish_days
 from retrain_assets_tests.ui.dagster_ui import (
     choose_partition,
     follow_run,
@@ -17,7 +18,6 @@ from retrain_assets_tests.ui.dagster_ui import (
 )
 from retrain_assets_tests.ui.model_runs import training_run_key, verdict, wait_for_candidate_run
 from retrain_assets_tests.ui.tenants import FIRST_FEATURE_DAY, FIRST_LANDED, LAST_DAY, land
-from retrain_assets_tests.ui_actions import publish_days
 
 pytestmark = [pytest.mark.system, pytest.mark.browser]
 

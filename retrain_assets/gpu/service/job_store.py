@@ -16,7 +16,7 @@ import psycopg2
 import psycopg2.extensions
 
 from retrain_assets.gpu.service.schemas import JobOut, RunOut, TrainingSpec
-from retrain_assets.store.database import transaction
+from retrain_assets.store.database import one_row, transaction
 from retrain_assets.store.server import libpq_url
 
 _JOB_COLUMNS = (
@@ -83,6 +83,8 @@ class ArtifactRecord:
 
 
 def _dicts(cur: psycopg2.extensions.cursor) -> list[dict[str, Any]]:
+    if cur.description is None:  # a statement without rows: nothing to name
+        raise LookupError(f"no result columns from {cur.query!r}")
     names = [column.name for column in cur.description]
     return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
 
@@ -137,7 +139,7 @@ class JobStore:
                 "SELECT id, spec_canonical, status FROM jobs WHERE idempotency_key = %s FOR UPDATE",
                 (key,),
             )
-            job_id, existing, status = cur.fetchone()
+            job_id, existing, status = one_row(cur)
             if existing != canonical:
                 raise KeyConflict(key, job_id)
             if status in ("failed", "cancelled"):

@@ -105,6 +105,8 @@ def build_router(store: JobStore, scheduler: Scheduler, allow_faults: bool) -> A
     def get_artifact(job_id: JobIdPath) -> ArtifactOut:
         """Return the model's sha256, size and metrics (verify the download against them)."""
         record = _succeeded(store.artifact(job_id), job_id)
+        if record.sha256 is None or record.size is None:  # the row says succeeded, no artifact
+            raise HTTPException(410, f"job {job_id} has no recorded model file")
         return ArtifactOut(
             job_id=job_id, sha256=record.sha256, size=record.size, metrics=record.metrics
         )

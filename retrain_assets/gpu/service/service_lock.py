@@ -16,6 +16,7 @@ import time
 import psycopg2
 import psycopg2.extensions
 
+from retrain_assets.store.database import one_row
 from retrain_assets.store.server import libpq_url
 
 SERVICE_LOCK_ID = 7_231_102  # pg_try_advisory_lock key: one service per `gpu` database
@@ -63,7 +64,7 @@ class ServiceLock:
         try:
             with conn.cursor() as cur:
                 cur.execute("SELECT pg_try_advisory_lock(%s)", (self.lock_id,))
-                held = bool(cur.fetchone()[0])
+                held = bool(one_row(cur)[0])
         except BaseException:
             conn.close()
             raise

@@ -1,3 +1,4 @@
+import re
 import sys
 import time
 from pathlib import Path
@@ -5,19 +6,17 @@ from pathlib import Path
 import psutil
 
 from retrain_assets.runtime.supervisor import ChildFailed, ChildSpec, RestartPolicy, Supervisor
-from retrain_assets_tests.running_platform import running
-from retrain_assets_tests.waiting import patience, wait_until
+from retrain_assets_tests.support.processes import running
+from retrain_assets_tests.support.waiting import patience, wait_for_line, wait_until
 
 
 def python(code: str) -> tuple[str, ...]:
     return (sys.executable, "-c", code)
 
 
-def wait_for_line(path: Path, line: str, seconds: float = 10) -> None:
-    """Wait for a line the child printed (the log's header line quotes its code, so whole lines)."""
-    wait_until(
-        lambda: line in path.read_text().splitlines(), seconds, f"{line!r} in {path}", interval=0.05
-    )
+def wait_for_printed(path: Path, line: str) -> None:
+    """Wait for a whole line the child printed (the log's header line quotes its code)."""
+    wait_for_line(rf"^{re.escape(line)}$", path, interval=0.05)
 
 
 def test_a_crashed_child_is_restarted_with_backoff_and_reported_by_name(tmp_path):
@@ -98,8 +97,8 @@ def test_stop_reaches_grandchildren_and_kills_what_ignores_sigterm(tmp_path):
         ),
         {},
     )
-    wait_for_line(parent.log, "spawned")
-    wait_for_line(stubborn.log, "ignoring")
+    wait_for_printed(parent.log, "spawned")
+    wait_for_printed(stubborn.log, "ignoring")
     grandchildren = psutil.Process(parent.process.pid).children()
     assert len(grandchildren) == 1
 

@@ -15,16 +15,15 @@ import requests
 from retrain_assets.runtime import environment, up
 from retrain_assets.runtime.ports import port_problem
 from retrain_assets.store.server import PostgresServer, libpq_url, with_database
-from retrain_assets_tests.running_platform import (
+from retrain_assets_tests.support.platform import (
     STARTUP_SECONDS,
     STOP_SECONDS,
     UP,
-    free_port,
     graphql,
-    running,
     up_environment,
-    wait_for_line,
 )
+from retrain_assets_tests.support.processes import free_port, running
+from retrain_assets_tests.support.waiting import wait_for_line
 
 GPU_TOKEN = "test-up-gpu-token"
 

@@ -4,8 +4,8 @@ Every call goes through the webserver's GraphQL API, the same one the UI uses, s
 does here is what an ML engineer's click does. Waits poll and fail naming what never happened.
 """
 
-from retrain_assets_tests.running_platform import RunningPlatform
-from retrain_assets_tests.waiting import wait_until
+from retrain_assets_tests.support.platform import RunningPlatform
+from retrain_assets_tests.support.waiting import wait_until
 
 LAUNCH_BACKFILL = """
 mutation Launch($params: LaunchBackfillParams!) {

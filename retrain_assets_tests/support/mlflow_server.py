@@ -11,7 +11,7 @@ import pytest
 import requests
 
 from retrain_assets.store.server import PostgresServer, ensure_database
-from retrain_assets_tests.running_platform import free_port, serving_process
+from retrain_assets_tests.support.processes import free_port, serving_process
 
 MLFLOW = str(Path(sys.executable).parent / "mlflow")
 

@@ -22,9 +22,9 @@ from retrain_assets.policy.decisions import Decision
 from retrain_assets.policy.rule import policy_outcome
 from retrain_assets.policy.thresholds import DEFAULTS
 from retrain_assets.store.snapshots import SnapshotRecord
-from retrain_assets_tests.running_platform import RunningPlatform, running_platform
-from retrain_assets_tests.ui_actions import RUNS
-from retrain_assets_tests.waiting import wait_until
+from retrain_assets_tests.support.platform import RunningPlatform, running_platform
+from retrain_assets_tests.support.ui_actions import RUNS
+from retrain_assets_tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.system
 

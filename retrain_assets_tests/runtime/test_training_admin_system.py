@@ -18,9 +18,9 @@ import requests
 
 from retrain_assets.demo.simulate import land_tenant
 from retrain_assets.demo.tenants import TenantSpec
-from retrain_assets_tests.running_platform import RunningPlatform, up_environment
-from retrain_assets_tests.ui_actions import LAUNCH_RUN, publish_days, wait_for_run
-from retrain_assets_tests.waiting import wait_until
+from retrain_assets_tests.support.platform import RunningPlatform, up_environment
+from retrain_assets_tests.support.ui_actions import LAUNCH_RUN, publish_days, wait_for_run
+from retrain_assets_tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.system
 

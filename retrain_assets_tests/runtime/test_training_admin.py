@@ -22,8 +22,7 @@ from retrain_assets.runtime.training_admin import (
 from retrain_assets.settings import storage_root
 from retrain_assets.store.migrations import migrate
 from retrain_assets.store.resource import ProjectDatabase
-from retrain_assets_tests.machines.test_handoff_sensor import GPU, FakeGpuResource
-from retrain_assets_tests.machines.test_training import SPEC
+from retrain_assets_tests.machines.training_services import GPU, SPEC, FakeGpuResource
 
 KEY = "k1"
 

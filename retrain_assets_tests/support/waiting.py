@@ -10,8 +10,10 @@ case should fail a correct build.
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -45,3 +47,30 @@ def wait_until(
             extra = f"\n{detail()}" if detail else ""
             pytest.fail(f"{what} did not happen within {budget:.0f} s{extra}")
         time.sleep(interval)
+
+
+def wait_for_line(
+    pattern: str, output: Path, seconds: float = 10, *, interval: float = 0.2
+) -> re.Match[str]:
+    """Wait until a line of the file `output` matches the regex `pattern`; return the match.
+
+    `^` and `$` anchor at line ends (re.MULTILINE); pass `re.escape(line)` between them to wait
+    for one whole line. Fails showing the file when the line never comes.
+    """
+    found: list[re.Match[str]] = []
+
+    def matches() -> bool:
+        text = output.read_text() if output.exists() else ""
+        match = re.search(pattern, text, re.MULTILINE)
+        if match:
+            found.append(match)
+        return match is not None
+
+    wait_until(
+        matches,
+        seconds,
+        f"a line matching {pattern!r} in {output}",
+        interval=interval,
+        detail=lambda: output.read_text() if output.exists() else "(no such file)",
+    )
+    return found[-1]

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import signal
-import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,20 +17,14 @@ import psycopg2
 import pytest
 import requests
 
-from retrain_assets.runtime.default_signals import with_default_signals
+from retrain_assets.runtime.environment import repo_file
 from retrain_assets.store.server import libpq_url, with_database
-from retrain_assets_tests.waiting import patience
+from retrain_assets_tests.support.processes import free_port, serving_process
+from retrain_assets_tests.support.waiting import patience, wait_for_line
 
 UP = [str(Path(sys.executable).parent / "retrain-assets"), "up"]
 STARTUP_SECONDS = patience(120)
 STOP_SECONDS = patience(30)
-
-
-def free_port() -> int:
-    """Return a TCP port on loopback that nothing listens on right now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def up_environment(
@@ -66,18 +58,6 @@ def up_environment(
     return env
 
 
-def running(processes: list[psutil.Process]) -> list[int]:
-    """Return the pids still running (an exited orphan may be a zombie until init reaps it)."""
-    alive = []
-    for process in processes:
-        try:
-            if process.is_running() and process.status() != psutil.STATUS_ZOMBIE:
-                alive.append(process.pid)
-        except psutil.NoSuchProcess:
-            continue
-    return alive
-
-
 def graphql(port: int, query: str, variables: dict | None = None) -> dict:
     """POST a GraphQL query to the webserver, as the UI does; fail on any GraphQL error."""
     response = requests.post(
@@ -89,17 +69,6 @@ def graphql(port: int, query: str, variables: dict | None = None) -> dict:
     body = response.json()
     assert "errors" not in body, body
     return body["data"]
-
-
-def wait_for_line(pattern: str, output: Path, seconds: float = 10) -> re.Match:
-    """Wait until `up`'s output has a line matching `pattern`."""
-    deadline = time.monotonic() + patience(seconds)
-    while time.monotonic() < deadline:
-        match = re.search(pattern, output.read_text(), re.MULTILINE)
-        if match:
-            return match
-        time.sleep(0.2)
-    pytest.fail(f"no line matching {pattern!r} in:\n{output.read_text()}")
 
 
 def query_database(server_url: str, purpose: str, sql: str, args: tuple = ()) -> list[tuple]:
@@ -216,44 +185,6 @@ def running_platform(
 
 
 WEBSERVER = str(Path(sys.executable).parent / "dagster-webserver")
-WORKSPACE = Path(__file__).resolve().parents[1] / "workspace.yaml"
-
-
-@contextlib.contextmanager
-def serving_process(
-    argv: list[str], env: dict[str, str], log: Path, answers: Callable[[], bool], what: str
-) -> Iterator[subprocess.Popen]:
-    """Start a server in its own process group, wait until `answers()`, kill the group after.
-
-    Its children (a webserver's code server, gunicorn workers) share the group, so nothing
-    outlives the block.
-    """
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            with_default_signals(argv),
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
-        deadline = time.monotonic() + STARTUP_SECONDS
-        while True:
-            assert process.poll() is None, f"{what} exited:\n{log.read_text()}"
-            assert time.monotonic() < deadline, f"{what} never answered:\n{log.read_text()}"
-            with contextlib.suppress(requests.RequestException):
-                if answers():
-                    break
-            time.sleep(0.2)
-        yield process
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=STOP_SECONDS)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
 
 
 @contextlib.contextmanager
@@ -264,7 +195,7 @@ def running_webserver(env: dict[str, str], log: Path) -> Iterator[int]:
     UI does.
     """
     port = free_port()
-    argv = [WEBSERVER, "-h", "127.0.0.1", "-p", str(port), "-w", str(WORKSPACE)]
+    argv = [WEBSERVER, "-h", "127.0.0.1", "-p", str(port), "-w", str(repo_file("workspace.yaml"))]
 
     def answers() -> bool:
         return bool(graphql(port, "{ version }")["version"])

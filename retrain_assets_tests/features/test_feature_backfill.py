@@ -2,8 +2,8 @@
 
 import pytest
 
-from retrain_assets_tests.running_platform import running_platform
-from retrain_assets_tests.ui_actions import (
+from retrain_assets_tests.support.platform import running_platform
+from retrain_assets_tests.support.ui_actions import (
     RUNS,
     days,
     launch_backfill,
