@@ -27,7 +27,7 @@ def test_the_reference_is_the_champion_else_the_challenger_never_the_candidate_i
     mlflow_uri, model_file, example_frame, monkeypatch
 ):
     monkeypatch.setattr(
-        "retrain_assets.models.reference.MODEL_FEATURES",
+        "retrain_assets.models.gate.MODEL_FEATURES",
         FEATURES,  # the tiny test model's
     )
     registry, name = MlflowRegistry(mlflow_uri), customer()
