@@ -23,7 +23,7 @@ from retrain_assets_tests.support.platform import (
     up_environment,
 )
 from retrain_assets_tests.support.processes import free_port, running
-from retrain_assets_tests.support.waiting import wait_for_line
+from retrain_assets_tests.support.waiting import wait_for_line, wait_until
 
 GPU_TOKEN = "test-up-gpu-token"
 
@@ -35,6 +35,16 @@ def started_by_up(up: subprocess.Popen, name: str) -> psutil.Process:
             if any(Path(part).name == name for part in child.cmdline()[:2]):
                 return child
     pytest.fail(f"`up` started no {name}")
+
+
+def restarted_child(up: subprocess.Popen, name: str, old_pid: int) -> bool:
+    """Return whether `up` now runs a live `name` other than the process `old_pid`."""
+    for child in psutil.Process(up.pid).children():
+        with contextlib.suppress(psutil.NoSuchProcess):
+            alive = child.pid != old_pid and child.status() != psutil.STATUS_ZOMBIE
+            if alive and any(Path(part).name == name for part in child.cmdline()[:2]):
+                return True
+    return False
 
 
 def wait_for_graphql(up: subprocess.Popen, port: int, output: Path) -> None:
@@ -130,7 +140,13 @@ def test_up_serves_dagster_on_postgres_and_stops_cleanly_on_sigterm(tmp_path):
         crash = r"^retrain-assets up: dagster-daemon was killed by SIGKILL \(crash 1 "
         wait_for_line(crash, output)
         wait_for_line(r"^retrain-assets up: restarted dagster-daemon \(pid \d+\)$", output)
-        assert started_by_up(up, "dagster-daemon").pid != daemon.pid
+        # the restarted child execs through the default-signals wrapper: wait until its
+        # command line is the daemon's again, then it must be a new process
+        wait_until(
+            lambda: restarted_child(up, "dagster-daemon", daemon.pid),
+            30,
+            "the restarted dagster-daemon among up's children",
+        )
         assert up.poll() is None
         children = psutil.Process(up.pid).children(recursive=True)
 
