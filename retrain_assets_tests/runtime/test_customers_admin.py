@@ -1,8 +1,5 @@
 """`retrain-assets customers add`: the instance partition and the project row, or a refusal."""
 
-import os
-import uuid
-
 import dagster as dg
 import pytest
 
@@ -10,18 +7,6 @@ from retrain_assets.cli import main
 from retrain_assets.customers import CUSTOMERS
 from retrain_assets.runtime.customers_admin import add_customer
 from retrain_assets.store.customers import customer_countries
-
-
-@pytest.fixture
-def platform_env(tmp_path, pg_server, monkeypatch):
-    """A fresh RETRAIN_HOME on the shared test server; os.environ restored afterwards."""
-    saved = dict(os.environ)
-    monkeypatch.setenv("RETRAIN_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("RETRAIN_PG_URL", pg_server.url)
-    monkeypatch.setenv("RETRAIN_DB_PREFIX", f"t{uuid.uuid4().hex[:10]}_")
-    yield pg_server
-    os.environ.clear()
-    os.environ.update(saved)
 
 
 def test_add_registers_the_partition_and_the_row_once(platform_env):

@@ -1,8 +1,5 @@
 """`retrain-assets reset` / `retry`: an operator's repair, refused when unsafe, always recorded."""
 
-import os
-import uuid
-
 import dagster as dg
 import pytest
 
@@ -121,18 +118,6 @@ def test_unknown_states_missing_runs_and_runs_in_progress_are_refused(world):
         reset_training(db, instance, "acme", "POLL_JOB", " ", "bo")
     assert pointer(db, "training", "acme").state == "FAILED"
     assert history(db, "training", "acme")[-1].visit != 0  # nothing was recorded
-
-
-@pytest.fixture
-def platform_env(tmp_path, pg_server, monkeypatch):
-    """A fresh RETRAIN_HOME on the shared test server; os.environ restored afterwards."""
-    saved = dict(os.environ)
-    monkeypatch.setenv("RETRAIN_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("RETRAIN_PG_URL", pg_server.url)
-    monkeypatch.setenv("RETRAIN_DB_PREFIX", f"t{uuid.uuid4().hex[:10]}_")
-    yield pg_server
-    os.environ.clear()
-    os.environ.update(saved)
 
 
 def test_the_cli_resets_and_retries_and_refuses_with_the_reason(platform_env, capsys, tmp_path):
