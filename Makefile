@@ -1,6 +1,11 @@
 PYTHON ?= python3
 VENV ?= .venv
 CHROMIUM ?= /usr/bin/chromium
+# pytest-xdist workers for the fast lane, a file's tests in one worker (its fixtures, its order).
+# WORKERS=0 runs it in one process. `make test` stays one process: the shared platform is one
+# per session only there (the loadgroup hook in conftest.py did not group the tests yet).
+WORKERS ?= 2
+PYTEST_WORKERS = $(if $(filter 0,$(WORKERS)),,-n $(WORKERS) --dist loadfile)
 
 .PHONY: install test test-fast lint up
 
@@ -16,7 +21,7 @@ test: lint $(CHROMIUM)
 
 # Everything but the process-level tests (no platform, no browser): the quick loop.
 test-fast: lint
-	$(VENV)/bin/python -m pytest -m "not system"
+	$(VENV)/bin/python -m pytest -m "not system" $(PYTEST_WORKERS)
 
 lint: install
 	$(VENV)/bin/ruff check retrain_assets retrain_assets_tests benchmarks

@@ -35,11 +35,19 @@ import pandas as pd
 import psutil
 from psycopg2.extras import Json, execute_values
 
-ROWS_PER_CUSTOMER = 100  # 5 stores x 20 items
+try:
+    from peak_rss import peak_mib, reset_peak
+except ImportError:  # run as a module from the repository root
+    from benchmarks.peak_rss import peak_mib, reset_peak
+
+ROWS_PER_CUSTOMER = 100  # 5 stores x 20 items; --rows-per-customer changes it
 OLD_WAY_UP_TO = 1000  # the old way took 588 s at 5,000 customers
 WINDOW_DAYS, RECENT_DAYS = 28, 7
 DAY0 = dt.date(2026, 1, 1)
 DAYS = [DAY0 + dt.timedelta(days=n) for n in range(WINDOW_DAYS + RECENT_DAYS)]
+INSTANCE_OVERRIDES: dict | None = None  # the Dagster instance on Postgres (set per size)
+PEAKS: list[float] = []  # peak RSS of each tick, MiB (reset before it)
+CPU: list[float] = []  # CPU seconds of this process in each tick (load-independent)
 
 
 def customers(n: int) -> list[str]:
@@ -120,16 +128,20 @@ def tick(url: str, storage: Path, names: list[str]) -> tuple[float, str]:
     from retrain_assets.features.parquet_store import PartitionStorage
     from retrain_assets.store.resource import ProjectDatabase
 
-    with dg.instance_for_test() as instance:
-        instance.add_dynamic_partitions(CUSTOMERS.name, names)
+    with dg.instance_for_test(overrides=INSTANCE_OVERRIDES) as instance:
+        if not instance.has_dynamic_partition(CUSTOMERS.name, names[-1]):
+            instance.add_dynamic_partitions(CUSTOMERS.name, names)
         resources = {
             "project_db": ProjectDatabase(url=url),
             "partition_storage": PartitionStorage(base_url=str(storage)),
         }
         context = dg.build_sensor_context(instance=instance, resources=resources)
-        started = time.perf_counter()
+        reset_peak()
+        started, cpu = time.perf_counter(), time.process_time()
         result = retraining_policy(context)
         seconds = time.perf_counter() - started
+        PEAKS.append(peak_mib())
+        CPU.append(time.process_time() - cpu)
     assert not result.run_requests, "the benchmark's customers should not be due"
     return seconds, result.skip_reason.skip_message if result.skip_reason else ""
 
@@ -175,8 +187,14 @@ def _timed_day_frames(store, names: list[str], recent: list[dt.date]) -> float:
 def run_size(server, n: int, home: Path) -> dict:
     from retrain_assets.store.server import ensure_database
 
+    global INSTANCE_OVERRIDES
     os.environ["RETRAIN_DB_PREFIX"] = f"bp{uuid.uuid4().hex[:8]}_"
     url = ensure_database(server, "app")
+    INSTANCE_OVERRIDES = {
+        "storage": {"postgres": {"postgres_url": ensure_database(server, "dagster")}}
+    }
+    PEAKS.clear()
+    CPU.clear()
     names = customers(n)
     storage = home / f"storage-{n}"
     write_days(storage, names)
@@ -191,14 +209,19 @@ def run_size(server, n: int, home: Path) -> dict:
         "filtered": filtered,
         "split": split,
         "rss_gib": psutil.Process().memory_info().rss / (1 << 30),
+        "peak_mib": max(PEAKS[1:]),
+        "steady_cpu": min(CPU[1:]),
         "reason": reason[:90],
     }
 
 
 def main() -> None:
+    global ROWS_PER_CUSTOMER
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sizes", default="100,1000", help="comma-separated customer counts")
+    parser.add_argument("--rows-per-customer", type=int, default=ROWS_PER_CUSTOMER)
     args = parser.parse_args()
+    ROWS_PER_CUSTOMER = args.rows_per_customer
     home = Path(tempfile.mkdtemp(prefix="bench-policy-"))
     os.environ["RETRAIN_HOME"] = str(home)
     from retrain_assets.store.server import start_server
@@ -207,16 +230,19 @@ def main() -> None:
     try:
         print(
             "| customers | tick 1 (baselines computed) | steady tick | per customer "
-            "| recent stats, filtered per customer | DayFrames | RSS |"
+            "| recent stats, filtered per customer | DayFrames | RSS | steady tick peak RSS "
+            "| steady tick CPU |"
         )
-        print("|---:|---:|---:|---:|---:|---:|---:|")
+        print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for n in (int(s) for s in args.sizes.split(",")):
             r = run_size(server, n, home)
+            print(f"  load average {os.getloadavg()[0]:.1f}", flush=True)
             old = "not run" if r["filtered"] is None else f"{r['filtered']:.2f} s"
             print(
                 f"| {r['n']:,} | {r['first']:.2f} s | {r['steady']:.2f} s "
                 f"| {1000 * r['steady'] / r['n']:.2f} ms | {old} "
-                f"| {r['split']:.2f} s | {r['rss_gib']:.2f} GiB |",
+                f"| {r['split']:.2f} s | {r['rss_gib']:.2f} GiB | {r['peak_mib']:.0f} MiB "
+                f"| {r['steady_cpu']:.2f} s |",
                 flush=True,
             )
             print(f"  skip reason starts: {r['reason']}", flush=True)

@@ -41,10 +41,16 @@ from typing import Any
 import psutil
 import psycopg2
 
+try:
+    from peak_rss import peak_mib, reset_peak
+except ImportError:  # run as a module from the repository root
+    from benchmarks.peak_rss import peak_mib, reset_peak
+
 BLOCKER_SECONDS_PER_ROUND = 10.0  # the service's maximum for `slow_seconds_per_round`
 BLOCKER_ROUNDS = 5000  # the service's maximum: the blocker would train for ~14 hours
 GIB = 1 << 30
 STARTUP_LIMIT_SECONDS = 180.0
+ONE_BY_ONE_UP_TO = 1_000  # the old way took 60 s at 10,000 customers (above); not run above
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # the service helpers live in the test package
     sys.path.insert(0, str(ROOT))
@@ -109,6 +115,7 @@ class TickResult:
     advance_many: float
     table_bytes: int
     history_rows: int
+    peaks: list[float] = field(default_factory=list)
 
 
 def median(values: list[float]) -> float:
@@ -149,8 +156,14 @@ def world(
     n: int,
     threads: int,
     on_ready: Callable[[World], None] | None = None,
+    real: int | None = None,
 ) -> Iterator[World]:
-    """Start a service on fresh databases and leave n customers waiting in POLL_JOB."""
+    """Start a service on fresh databases and leave n customers waiting in POLL_JOB.
+
+    With `real`, only that many customers are entered through the service and the machine;
+    the others are copies of the first one's rows (its pointer, history and remote job, under
+    their own customer, run key and job id), written in three statements.
+    """
     from retrain_assets.gpu.client import HttpGpuService
     from retrain_assets.machines.engine import advance
     from retrain_assets.machines.training import TrainingServices, start_training
@@ -210,13 +223,17 @@ def world(
 
         done = 0
         step = max(n // 10, 1)
+        entered = n if real is None else min(real, n)
         with ThreadPoolExecutor(threads) as pool:
-            for job_id in pool.map(enter, range(1, n + 1)):
+            for job_id in pool.map(enter, range(1, entered + 1)):
                 here.job_ids.append(job_id)
                 done += 1
-                if done % step == 0 or done == n:
+                if done % step == 0 or done == entered:
                     rate = done / (time.perf_counter() - started)
                     print(f"    {done:>6}/{n} waiting ({rate:.0f} customers/s)", flush=True)
+        if entered < n:
+            here.job_ids += clone_waiting(app_url, server, here.job_ids[0], entered + 1, n)
+            print(f"    {n:>6}/{n} waiting ({n - entered} copied in SQL)", flush=True)
         here.setup_seconds = time.perf_counter() - started
         with service.client() as gpu:
             jobs = gpu.statuses(here.job_ids)
@@ -229,6 +246,50 @@ def world(
         os.environ["RETRAIN_DB_PREFIX"] = prefix
         for purpose in ("app", "gpu"):
             drop_database(server, database_name(purpose))
+
+
+# c00001 ... c99999, then c100000 ...: what f"c{i:05d}" gives (lpad alone would truncate)
+NAME_SQL = "CASE WHEN i < 100000 THEN lpad(i::text, 5, '0') ELSE i::text END"
+
+
+def clone_waiting(app_url: str, server: Any, job_id: str, first: int, last: int) -> list[str]:
+    """Copy customer c00001's waiting rows to c<first>..c<last>; return their job ids."""
+    from retrain_assets.store.server import ensure_database
+
+    gpu_url = ensure_database(server, "gpu")
+    numbers = (first, last)
+    query(
+        gpu_url,
+        "INSERT INTO jobs (id, idempotency_key, spec, spec_canonical, customer, status,"
+        " attempt, rounds_done, total_rounds, created_at, updated_at, queued_at)"
+        " SELECT 'bench-' || i, 'c' || " + NAME_SQL + " || '-bench', spec, spec_canonical,"
+        " 'c' || " + NAME_SQL + ", status, attempt, rounds_done, total_rounds,"
+        " created_at, updated_at, queued_at"
+        " FROM jobs, generate_series(%s, %s) AS i WHERE id = %s RETURNING id",
+        (*numbers, job_id),
+    )
+    query(
+        app_url,
+        "INSERT INTO machine_history (machine, customer, run_key, state, visit, ok, yielded,"
+        " next_state, error, note, started_at, finished_at)"
+        " SELECT machine, 'c' || " + NAME_SQL + ", 'c' || " + NAME_SQL + " || '-bench',"
+        " state, visit, ok, yielded, next_state, error, note, started_at, finished_at"
+        " FROM machine_history, generate_series(%s, %s) AS i WHERE customer = 'c00001'"
+        " RETURNING id",
+        numbers,
+    )
+    query(
+        app_url,
+        "INSERT INTO machine_pointers (machine, customer, run_key, state, status, payload,"
+        " visits, reason, last_error, started_at, updated_at)"
+        " SELECT machine, 'c' || " + NAME_SQL + ", 'c' || " + NAME_SQL + " || '-bench',"
+        " state, status, jsonb_set(payload, '{job_id}', to_jsonb('bench-' || i)), visits,"
+        " reason, last_error, started_at, updated_at"
+        " FROM machine_pointers, generate_series(%s, %s) AS i WHERE customer = 'c00001'"
+        " RETURNING customer",
+        numbers,
+    )
+    return [f"bench-{i}" for i in range(first, last + 1)]
 
 
 def _machine() -> Any:
@@ -258,7 +319,7 @@ def measure_ticks(here: World, ticks: int) -> TickResult:
     os.environ["RETRAIN_APP_PG_URL"] = here.app_url
     os.environ["RETRAIN_GPU_URL"] = here.service.url
     instance = dg.DagsterInstance.ephemeral()
-    times, deferred, requests = [], [], []
+    times, deferred, requests, peaks = [], [], [], []
     for index in range(ticks):
         context = dg.build_sensor_context(
             instance=instance,
@@ -269,7 +330,9 @@ def measure_ticks(here: World, ticks: int) -> TickResult:
             },
         )
         before = db_now(here.app_url)
+        reset_peak()
         seconds, result = timed(lambda context=context: gpu_job_poller(context))
+        peaks.append(peak_mib())
         # A deferred pointer is one the tick did not touch: its updated_at predates the tick.
         (untouched,) = query(
             here.app_url,
@@ -308,7 +371,7 @@ def measure_ticks(here: World, ticks: int) -> TickResult:
         for p in waiting:
             engine.advance(here.app_url, machine, p.customer, services, prefetched=jobs)
 
-    loop_seconds, _ = timed(advance_all)
+    loop_seconds, _ = timed(advance_all) if here.n <= ONE_BY_ONE_UP_TO else (float("nan"), 0)
 
     customers = [p.customer for p in waiting]
     many_seconds, many = timed(
@@ -339,6 +402,7 @@ def measure_ticks(here: World, ticks: int) -> TickResult:
         advance_many=many_seconds,
         table_bytes=int(size),
         history_rows=int(history_rows),
+        peaks=peaks,
     )
 
 
@@ -459,6 +523,12 @@ def main() -> None:
     parser.add_argument("--blocking", type=int, default=5, help="K blocking-run processes")
     parser.add_argument("--blocking-seconds", type=float, default=10.0)
     parser.add_argument("--skip-waiting-cost", action="store_true")
+    parser.add_argument(
+        "--real",
+        type=int,
+        default=None,
+        help="enter only this many customers through the service; copy the rest in SQL",
+    )
     args = parser.parse_args()
     sizes = [int(size) for size in args.sizes.split(",") if size]
 
@@ -481,7 +551,7 @@ def main() -> None:
 
     results = []
     for n in sizes:
-        with world(server, home, dataset, n, args.threads) as here:
+        with world(server, home, dataset, n, args.threads, real=args.real) as here:
             results.append(measure_ticks(here, args.ticks))
     cost = None
     if not args.skip_waiting_cost:
@@ -556,9 +626,9 @@ def print_ticks(results: list[TickResult], budget: float) -> None:
     print(
         "| N waiting | setup (not timed) | **tick, median** | ticks | per job "
         "| advanced / deferred per tick | pointers query | status calls "
-        "| advance one by one | advance_many | pointers + history |"
+        "| advance one by one | advance_many | pointers + history | tick peak RSS |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
         tick = median(r.ticks)
         ticks = ", ".join(f"{t:.2f}" for t in r.ticks)
@@ -571,7 +641,8 @@ def print_ticks(results: list[TickResult], budget: float) -> None:
             f"| {r.statuses * 1000:.0f} ms ({r.status_calls} calls) "
             f"| {r.advance_loop:.2f} s ({r.advance_loop / r.n * 1000:.2f} ms each) "
             f"| {r.advance_many:.2f} s ({r.advance_many / r.n * 1000:.3f} ms each) "
-            f"| {r.table_bytes / 1024:,.0f} KiB, {r.history_rows:,} history rows |"
+            f"| {r.table_bytes / 1024:,.0f} KiB, {r.history_rows:,} history rows "
+            f"| {max(r.peaks):,.0f} MiB |"
         )
     requested = sum(sum(r.requests) for r in results)
     print()

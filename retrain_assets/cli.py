@@ -1,4 +1,7 @@
-"""The `retrain-assets` command line: start the platform, simulate demo data, migrate."""
+"""The `retrain-assets` command line: start the platform, watch it, steer and repair it.
+
+README.md "CLI" says what each command does at length; each `--help` says it in short.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +9,7 @@ import argparse
 import datetime as dt
 import os
 import sys
+from collections.abc import Callable
 
 from retrain_assets.demo.seed import land_demo_tenants
 from retrain_assets.gpu.service.__main__ import add_arguments as add_gpu_arguments
@@ -64,10 +68,17 @@ def _demo_clock(args: argparse.Namespace) -> int:
         f"demo clock: a day per tenant every {seconds:g} s into {landing_root()}; forecasts "
         f"asked of {serve_url()} before each day lands"
     )
-    run_clock(
-        landing_root(), seconds, lambda: stop.requested, lambda line: say(f"landed {line}"), asker
-    )
+    from retrain_assets.demo.pacing import pace
+    from retrain_assets.store.resource import ProjectDatabase
+
+    hold = pace(ProjectDatabase().connection_url(), landing_root())
+    run_clock(landing_root(), seconds, lambda: stop.requested, say_landed(say), asker, hold)
     return 0
+
+
+def say_landed(say: Callable[[str], None]) -> Callable[[str], None]:
+    """Return the clock's voice: landed days say "landed ...", a wait says why as it is."""
+    return lambda line: say(line if line.startswith("waiting") else f"landed {line}")
 
 
 def _customers_add(args: argparse.Namespace) -> int:
@@ -190,6 +201,69 @@ def _who() -> str:
     return os.environ.get("USER") or os.environ.get("USERNAME") or "retrain-assets CLI"
 
 
+# What each command's --help says it does (README.md "CLI" says the same at length).
+_DESCRIPTIONS = {
+    "simulate": "Land demo tenants' daily files in the landing zone: a new tenant gets 120 days "
+    "from 2026-01-01 (or --start), a tenant with history the next --days days. Refuses days after "
+    "yesterday.",
+    "migrate": "Start (or attach to) the embedded PostgreSQL (or RETRAIN_PG_URL) and create the "
+    "project database and its tables.",
+    "up": "Start the platform and keep it running until Ctrl-C or SIGTERM stop every process: "
+    "PostgreSQL (embedded unless RETRAIN_PG_URL) with its databases, the GPU training service, "
+    "MLflow, the prediction service, the Dagster webserver (UI and GraphQL) and daemon, and for "
+    "the demo (an empty local landing zone, no --no-demo) the demo tenants and the demo clock "
+    "that lands a simulated day every $RETRAIN_DEMO_DAY_SECONDS. Refuses (exit 2) a taken port "
+    "or a second `up` on the same RETRAIN_HOME. A crashed process is restarted with backoff; "
+    "the fifth crash of one process within 5 minutes stops everything (exit 1). Logs go to "
+    "$RETRAIN_HOME/logs/<process>.log.",
+    "demo-clock": "What `up` runs for the demo: every N seconds, ask the prediction service for "
+    "each demo tenant's forecasts of its next day, then land that day; never a day after "
+    "yesterday, and never more than 3 days ahead of the published features (it waits, saying "
+    "why, while the platform catches up).",
+    "customers": "Manage tenants.",
+    "customers add": "Add a customer without a landing folder: its `customers` partition in "
+    "Dagster and its row in the project table. NAME must be a safe slug (lowercase letters, "
+    "digits, single inner hyphens, at most 40 characters); anything else exits 2.",
+    "gpu-service": "Run the reference remote GPU training service: HTTP API (OpenAPI at "
+    "/openapi.json), bearer token RETRAIN_GPU_TOKEN, jobs in the `retrain_gpu` database, "
+    "LightGBM training in worker processes with checkpoints.",
+    "diagram": "Print a state machine (training or rollout) as a Mermaid stateDiagram-v2, "
+    "rendered from the table it runs.",
+    "status": "Each customer's state machines (training, rollout): state, run key, job, visits "
+    "left in the state, when it last moved, why a finished run ended or the last error, the last "
+    "step.",
+    "history": "Every recorded visit of a customer's machines, oldest first: state, visit, where "
+    "it went (or that it yielded), the note or error.",
+    "audit": "Exit 1 and list what is wrong if a run key has more than one MLflow candidate run "
+    "or registered version, or a move of alias `champion` does not match exactly one deployment "
+    "decision and one promoted rollout (or the aliases and serving_routes disagree); exit 0 when "
+    "all is well.",
+    "decisions": "List retraining decisions, newest first: id, time, customer, policy, snapshot "
+    "days, who decided, the Dagster run that took it up, and the reason.",
+    "deployments": "List deployment decisions, newest first, with their rollouts (state, outcome, "
+    "reason); `deployments auto` shows or sets whether a passing registration deploys by itself.",
+    "deployments auto": "Show every customer's auto_deploy setting, or set one customer's: with "
+    "it on, a candidate that passes its gate and the deploy-time check is deployed by the run "
+    "that registered it.",
+    "rollback": "Abort the customer's rollout in progress: ROLLBACK at once, canary traffic to "
+    "0 %, recorded with who and why.",
+    "policy": "The retraining policy's per-customer settings.",
+    "policy show": "Show the retraining policy's effective settings, of every customer or one; "
+    "* marks a customer's override.",
+    "policy set": "Override some of one customer's retraining settings; an unknown customer or a "
+    "value out of range is refused with the setting and its range (exit 2).",
+    "serve": "Run the prediction service: each customer's champion and canary as serving_routes "
+    "says, on the Open Inference Protocol (v2) paths and a JSON route, every prediction logged; "
+    "SIGTERM drains its log and exits 0.",
+    "reset": "Move a customer's training machine to a state of its table (run key and job kept, "
+    "budgets afresh); refuses an unknown state or a customer with a Dagster run queued or in "
+    "progress (exit 2). Recorded in machine_history with who and why.",
+    "retry": "Re-enter a customer's FAILED training run where it can: a saved candidate goes to "
+    "its gate, a succeeded GPU job is downloaded (not retrained), a running one polled, a failed "
+    "one resubmitted.",
+}
+
+
 _POLICY_OPTIONS = {  # CLI flag -> (setting, type)
     "--schedule-days": ("schedule_days", int),
     "--min-new-rows": ("min_new_rows", int),
@@ -247,102 +321,158 @@ def build_parser() -> argparse.ArgumentParser:
     """Return the argument parser for every subcommand."""
     parser = argparse.ArgumentParser(prog="retrain-assets", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    sim = sub.add_parser("simulate", help="land demo tenants' daily files in the landing zone")
+    sim = sub.add_parser(
+        "simulate",
+        description=_DESCRIPTIONS["simulate"],
+        help="land demo tenants' daily files in the landing zone",
+    )
     sim.add_argument("--days", type=int, default=None, help="days to land (new tenants: 120)")
     sim.add_argument("--start", default=None, help="first day for a tenant with no history")
     sim.set_defaults(handler=_simulate)
-    mig = sub.add_parser("migrate", help="start Postgres if needed and create the project tables")
+    mig = sub.add_parser(
+        "migrate",
+        description=_DESCRIPTIONS["migrate"],
+        help="start Postgres if needed and create the project tables",
+    )
     mig.set_defaults(handler=_migrate)
     up = sub.add_parser(
         "up",
-        help="start Postgres, the GPU service, MLflow, the Dagster UI and daemon; Ctrl-C stops all",
+        description=_DESCRIPTIONS["up"],
+        help="start the platform (and the live demo); Ctrl-C stops all",
     )
     up.add_argument(
         "--no-demo",
         action="store_true",
-        help="start the platform alone: land no demo tenants in an empty landing zone",
+        help="start the platform alone: no demo tenants landed, no demo clock",
     )
     up.set_defaults(handler=_up)
     clock = sub.add_parser(
-        "demo-clock", help="land the next simulated day of each demo tenant every few seconds"
+        "demo-clock",
+        description=_DESCRIPTIONS["demo-clock"],
+        help="land the next simulated day of each demo tenant every few seconds",
     )
     clock.add_argument(
         "--seconds", type=float, default=None, help="default: $RETRAIN_DEMO_DAY_SECONDS, else 20"
     )
     clock.set_defaults(handler=_demo_clock)
-    customers = sub.add_parser("customers", help="manage tenants").add_subparsers(
-        dest="action", required=True
+    customers = sub.add_parser(
+        "customers", description=_DESCRIPTIONS["customers"], help="manage tenants"
+    ).add_subparsers(dest="action", required=True)
+    add = customers.add_parser(
+        "add",
+        description=_DESCRIPTIONS["customers add"],
+        help="add a customer (a safe slug) without a landing folder",
     )
-    add = customers.add_parser("add", help="add a customer (a safe slug) without a landing folder")
     add.add_argument("name")
     add.add_argument("--country", default=None, help="two-letter code for holiday features")
     add.set_defaults(handler=_customers_add)
-    gpu = sub.add_parser("gpu-service", help="run the reference GPU training service")
+    gpu = sub.add_parser(
+        "gpu-service",
+        description=_DESCRIPTIONS["gpu-service"],
+        help="run the reference GPU training service",
+    )
     add_gpu_arguments(gpu)
     gpu.set_defaults(handler=run_gpu_service)
-    diagram = sub.add_parser("diagram", help="print a state machine as Mermaid, from its table")
+    diagram = sub.add_parser(
+        "diagram",
+        description=_DESCRIPTIONS["diagram"],
+        help="print a state machine as Mermaid, from its table",
+    )
     diagram.add_argument("machine", choices=sorted(MACHINES))
     diagram.set_defaults(handler=_diagram)
     status = sub.add_parser(
-        "status", help="each customer's state machines: state, why, visits left, last step"
+        "status",
+        description=_DESCRIPTIONS["status"],
+        help="each customer's state machines: state, why, visits left, last step",
     )
     status.add_argument("--customer", default=None, help="one customer only")
     status.set_defaults(handler=_status)
-    hist = sub.add_parser("history", help="every recorded visit of a customer's state machines")
+    hist = sub.add_parser(
+        "history",
+        description=_DESCRIPTIONS["history"],
+        help="every recorded visit of a customer's state machines",
+    )
     hist.add_argument("customer")
     hist.add_argument("--machine", choices=sorted(MACHINES), default=None, help="one machine")
     hist.add_argument("--run-key", default=None, help="one run only")
     hist.set_defaults(handler=_history)
     audit = sub.add_parser(
         "audit",
-        help="list run keys with two MLflow candidate runs or registered versions; exit 1 if any",
+        description=_DESCRIPTIONS["audit"],
+        help="check the registry and champion moves against the records; exit 1 if anything is off",
     )
     audit.add_argument("--customer", default=None, help="audit one customer only")
     audit.add_argument(
         "--tracking-uri", default=None, help="default: $MLFLOW_TRACKING_URI, else the local server"
     )
     audit.set_defaults(handler=_audit)
-    decisions = sub.add_parser("decisions", help="list retraining decisions, newest first")
+    decisions = sub.add_parser(
+        "decisions",
+        description=_DESCRIPTIONS["decisions"],
+        help="list retraining decisions, newest first",
+    )
     decisions.add_argument("--customer", default=None, help="one customer's decisions only")
     decisions.add_argument("--limit", type=int, default=50, help="at most this many (50)")
     decisions.set_defaults(handler=_decisions)
     deployments = sub.add_parser(
-        "deployments", help="list deployment decisions and their rollouts; `auto` settings"
+        "deployments",
+        description=_DESCRIPTIONS["deployments"],
+        help="list deployment decisions and their rollouts; `auto` settings",
     )
     deployments.add_argument("--customer", default=None, help="one customer's decisions only")
     deployments.add_argument("--limit", type=int, default=50, help="at most this many (50)")
     deployments.set_defaults(handler=_deployments, action="list")
     deployments_sub = deployments.add_subparsers(dest="action")
     auto = deployments_sub.add_parser(
-        "auto", help="show or set whether a passing registration deploys by itself"
+        "auto",
+        description=_DESCRIPTIONS["deployments auto"],
+        help="show or set whether a passing registration deploys by itself",
     )
     auto.add_argument("customer_name", metavar="CUSTOMER", nargs="?", default=None)
     auto.add_argument("value", nargs="?", choices=["on", "off"], default=None)
     auto.set_defaults(handler=_deployments)
     rollback = sub.add_parser(
-        "rollback", help="abort a customer's rollout by hand: the canary gets no traffic"
+        "rollback",
+        description=_DESCRIPTIONS["rollback"],
+        help="abort a customer's rollout by hand: the canary gets no traffic",
     )
     rollback.add_argument("customer")
     rollback.add_argument("--reason", required=True, help="why (recorded with the rollback)")
     rollback.add_argument("--by", default=None, help="who (default: $USER)")
     rollback.set_defaults(handler=_rollback)
-    policy = sub.add_parser("policy", help="the retraining policy's per-customer settings")
+    policy = sub.add_parser(
+        "policy",
+        description=_DESCRIPTIONS["policy"],
+        help="the retraining policy's per-customer settings",
+    )
     policy_sub = policy.add_subparsers(dest="action", required=True)
-    show = policy_sub.add_parser("show", help="effective settings; * marks an override")
+    show = policy_sub.add_parser(
+        "show",
+        description=_DESCRIPTIONS["policy show"],
+        help="effective settings; * marks an override",
+    )
     show.add_argument("customer", nargs="?", default=None)
     show.set_defaults(handler=_policy)
-    set_ = policy_sub.add_parser("set", help="override some of a customer's settings")
+    set_ = policy_sub.add_parser(
+        "set",
+        description=_DESCRIPTIONS["policy set"],
+        help="override some of a customer's settings",
+    )
     set_.add_argument("customer")
     for flag, (name, kind) in _POLICY_OPTIONS.items():
         set_.add_argument(flag, dest=name, type=kind, default=None)
     set_.set_defaults(handler=_policy)
     serve = sub.add_parser(
-        "serve", help="run the prediction service (v2 inference protocol and a JSON route)"
+        "serve",
+        description=_DESCRIPTIONS["serve"],
+        help="run the prediction service (v2 inference protocol and a JSON route)",
     )
     add_serve_arguments(serve)
     serve.set_defaults(handler=run_serve)
     reset = sub.add_parser(
-        "reset", help="move a customer's training machine to a named state (recorded: who, why)"
+        "reset",
+        description=_DESCRIPTIONS["reset"],
+        help="move a customer's training machine to a named state (recorded: who, why)",
     )
     reset.add_argument("customer")
     reset.add_argument("--to", required=True, help="a state of the training machine's table")
@@ -350,7 +480,9 @@ def build_parser() -> argparse.ArgumentParser:
     reset.add_argument("--by", default=None, help="who (default: the operating-system user)")
     reset.set_defaults(handler=_repair)
     retry = sub.add_parser(
-        "retry", help="re-enter a customer's FAILED training run where it can (no retrain)"
+        "retry",
+        description=_DESCRIPTIONS["retry"],
+        help="re-enter a customer's FAILED training run where it can (no retrain)",
     )
     retry.add_argument("customer")
     retry.add_argument("--reason", default=None, help="why: kept in the machine's history")

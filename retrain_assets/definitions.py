@@ -92,6 +92,12 @@ def build_definitions() -> dg.Definitions:
             "gate_settings": GateSettings(),
             "deployment_mlflow": deployment_mlflow,
         },
+        # Every run's steps in the run's own process, one after the other: our runs are
+        # chains (model_candidate -> beats_champion -> registered_model -> ...), so a process
+        # per step bought no parallelism and cost each step a fresh interpreter that imports
+        # the code location again (10-40 s on a loaded 2-core machine; BENCHMARKS.md, the
+        # hand-off's latency). Jobs may still choose their own executor.
+        executor=dg.in_process_executor,
     )
 
 

@@ -190,3 +190,12 @@ def serve_max_rows() -> int:
 def serve_refresh_seconds() -> float:
     """Return how often the prediction service reads changed `serving_routes` rows (default 2)."""
     return float(_positive_number("RETRAIN_SERVE_REFRESH_SECONDS", "2", float))
+
+
+def ready_timeout_seconds() -> float:
+    """Return how long `up` waits for each process to answer once started (a loaded host: more).
+
+    Raises:
+        ValueError: RETRAIN_READY_TIMEOUT_SECONDS is not a positive number.
+    """
+    return _positive_number("RETRAIN_READY_TIMEOUT_SECONDS", "120", float)

@@ -3,7 +3,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from retrain_assets.store.server import PostgresServer, ensure_database, start_server
+from retrain_assets.store.server import (
+    PostgresServer,
+    ensure_database,
+    start_server,
+    stop_embedded_server,
+)
 from retrain_assets_tests.support.mlflow_server import running_mlflow
 from retrain_assets_tests.support.platform import RunningPlatform, running_platform
 
@@ -25,9 +30,17 @@ SHARED_PLATFORM_ENV = {
 
 
 @pytest.fixture(scope="session")
-def pg_server(tmp_path_factory: pytest.TempPathFactory) -> PostgresServer:
-    """A real PostgreSQL: RETRAIN_PG_URL when set, else the embedded server in a temp home."""
-    return start_server(tmp_path_factory.mktemp("home"))
+def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgresServer]:
+    """A real PostgreSQL: RETRAIN_PG_URL when set, else the embedded server in a temp home.
+
+    The embedded server is stopped when the session ends, not left to pgserver's atexit hook:
+    a pytest-xdist worker exits without running atexit hooks, which left its server running.
+    """
+    home = tmp_path_factory.mktemp("home")
+    server = start_server(home)
+    yield server
+    if server.embedded:
+        stop_embedded_server(home)
 
 
 @pytest.fixture
@@ -60,3 +73,4 @@ def shared_platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runnin
     home = tmp_path_factory.mktemp("shared-platform")
     with running_platform(home, env=SHARED_PLATFORM_ENV, args=("--no-demo",)) as platform:
         yield platform
+        assert platform.stop() == 0, platform.output.read_text()  # SIGTERM: a clean stop

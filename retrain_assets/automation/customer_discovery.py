@@ -14,8 +14,10 @@ from retrain_assets.customers import (
 )
 from retrain_assets.landing import customer_folders, read_manifest_country
 from retrain_assets.settings import landing_root
-from retrain_assets.store.customers import register_customer
+from retrain_assets.store.customers import register_customers
 from retrain_assets.store.resource import ProjectDatabase
+
+LOGGED_NAMES = 100  # one log line per new customer up to this many, then a count
 
 
 @dg.sensor(
@@ -39,10 +41,16 @@ def customer_discovery(
             refused.append(f"folder {folder!r} in {root}: {err}")  # repr: shows a newline
             continue
         new.append(folder)
-    db_url = project_db.connection_url()
-    for name in new:
-        register_customer(db_url, name, read_manifest_country(root, name), "customer_discovery")
+    # One statement for every new customer (a first tick may find 100,000 folders).
+    register_customers(
+        project_db.connection_url(),
+        {name: read_manifest_country(root, name) for name in new},
+        "customer_discovery",
+    )
+    for name in new[:LOGGED_NAMES]:
         context.log.info(f"new customer {name} (folder {root}/{name})")
+    if len(new) > LOGGED_NAMES:
+        context.log.info(f"... and {len(new) - LOGGED_NAMES} more new customers in {root}")
     for reason in refused:
         context.log.warning(f"landing folder refused: {reason}")
     if new:

@@ -81,11 +81,16 @@ def _digest(parts: list[str]) -> str:
 
 
 def _tags(days: DayRange, trigger: str) -> dict[str, str]:
+    # A run that never got to its steps (it timed out starting, its worker died) is retried by
+    # the daemon up to 3 times (dagster.yaml enables run retries, 0 by default); a failed step
+    # (a bad file, a missing day) is final until the inputs change, as the run key says.
     return {
         RANGE_START: days[0].isoformat(),
         RANGE_END: days[1].isoformat(),
         AUTOMATION_TAG: NAME,
         TRIGGER_TAG: trigger,
+        "dagster/max_retries": "3",
+        "dagster/retry_on_asset_or_op_failure": "false",
     }
 
 

@@ -89,8 +89,10 @@ def _tick(
     baselines = Baselines(url, frames, [d.id for d in latest.values()])
 
     def drift_of(last: Decision, recent: list[dt.date]) -> DriftMeasure:
-        window = sorted(dt.date.fromisoformat(d) for d in last.data_versions)
-        baseline = baselines.of(last.id, last.customer, window)
+        baseline = baselines.stored(last.id)
+        if baseline is None:  # the window's days are parsed only when its baseline is new
+            window = sorted(dt.date.fromisoformat(d) for d in last.data_versions)
+            baseline = baselines.of(last.id, last.customer, window)
         return measure_drift(baseline, last.customer, recent, frames)
 
     reasons: list[str] = []

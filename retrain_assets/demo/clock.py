@@ -17,6 +17,7 @@ from retrain_assets.demo.tenants import DEMO_TENANTS, TenantSpec
 
 Say = Callable[[str], None]
 BeforeLanding = Callable[[TenantSpec, dt.date], None]
+Hold = Callable[[], str | None]  # None: land the next day now; else why the clock waits
 
 
 def next_days(
@@ -57,15 +58,28 @@ def run_clock(
     stop: Callable[[], bool],
     say: Say,
     before_landing: BeforeLanding | None = None,
+    hold: Hold | None = None,
 ) -> None:
     """Land a day per tenant every `seconds` until `stop()` is true.
+
+    While `hold()` gives a reason (the platform has not published what landed, see
+    demo/pacing.py) the clock lands nothing, says the reason once, and looks again each second.
 
     Raises:
         ValueError: `seconds` is not positive.
     """
     if seconds <= 0:
         raise ValueError(f"the demo clock needs a positive interval, not {seconds}")
+    said = None
     while not stop():
+        waiting = hold() if hold is not None else None
+        if waiting:
+            if waiting != said:
+                say(waiting)
+            said = waiting
+            time.sleep(min(1.0, seconds))
+            continue
+        said = None
         started = time.monotonic()
         yesterday = dt.date.today() - dt.timedelta(days=1)
         landed = tick(landing_root, yesterday, before_landing)

@@ -27,6 +27,7 @@ def store_day_features(
 
     `sales` must hold the rows of `days` and of the 28 days before the first of them; missing
     history gives NaN features, never a value borrowed from another series or a later day.
+    The key columns may be text or categoricals of text; they come out as text.
     """
     if sales.empty or not days:
         return _empty()
@@ -44,6 +45,9 @@ def store_day_features(
     row_codes = codes[wanted.index.to_numpy()]
     col = (wanted["day"] - origin).dt.days.to_numpy()
     out = wanted[CARRIED].copy()
+    for column in SERIES:  # keys read as categoricals go out as text, sorted as text
+        if isinstance(out[column].dtype, pd.CategoricalDtype):
+            out[column] = out[column].astype(object)
     for lag in LAGS:
         out[f"lag_{lag}"] = grid[row_codes, col - lag]
     cumulative = np.concatenate([np.zeros((n_series, 1)), np.nancumsum(grid, axis=1)], axis=1)

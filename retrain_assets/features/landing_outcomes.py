@@ -37,7 +37,45 @@ def storable_raw(raw: dict[str, str]) -> Mapping[str, object]:
 
 def record_outcomes(url: str, day: dt.date, outcomes: Iterable[FileOutcome], run_id: str) -> None:
     """Append the quarantined rows and file problems of one day's files."""
-    rows, problems = [], []
+    record_outcome_days(url, {day: outcomes}, run_id)
+
+
+def record_outcome_days(
+    url: str, outcomes_by_day: Mapping[dt.date, Iterable[FileOutcome]], run_id: str
+) -> None:
+    """Append the quarantined rows and file problems of several days' files, in one transaction.
+
+    A single-run backfill over a year records its days in one connection, not one per day.
+    """
+    rows: list[tuple[object, ...]] = []
+    problems: list[tuple[object, ...]] = []
+    for day, outcomes in outcomes_by_day.items():
+        _collect(day, outcomes, run_id, rows, problems)
+    with transaction(url) as cur:
+        execute_values(
+            cur,
+            "INSERT INTO quarantined_rows "
+            "(partition_date, customer, file, line, reason, raw, run_id) VALUES %s",
+            rows,
+            page_size=1000,
+        )
+        execute_values(
+            cur,
+            "INSERT INTO landing_file_problems "
+            "(partition_date, customer, file, severity, reason, run_id) VALUES %s",
+            problems,
+            page_size=1000,
+        )
+
+
+def _collect(
+    day: dt.date,
+    outcomes: Iterable[FileOutcome],
+    run_id: str,
+    rows: list[tuple[object, ...]],
+    problems: list[tuple[object, ...]],
+) -> None:
+    """Add one day's quarantine records and file problems to the rows to insert."""
     for outcome in outcomes:
         rows += [
             (
@@ -55,19 +93,6 @@ def record_outcomes(url: str, day: dt.date, outcomes: Iterable[FileOutcome], run
             (day, outcome.customer, outcome.file, p.severity, p.reason, run_id)
             for p in outcome.problems
         ]
-    with transaction(url) as cur:
-        execute_values(
-            cur,
-            "INSERT INTO quarantined_rows "
-            "(partition_date, customer, file, line, reason, raw, run_id) VALUES %s",
-            rows,
-        )
-        execute_values(
-            cur,
-            "INSERT INTO landing_file_problems "
-            "(partition_date, customer, file, severity, reason, run_id) VALUES %s",
-            problems,
-        )
 
 
 def quarantined_reasons(url: str, day: dt.date, run_id: str) -> list[tuple[str, int, str]]:

@@ -6,7 +6,7 @@ never stops the other customers.
 """
 
 import datetime as dt
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import dagster as dg
 import pandas as pd
@@ -17,7 +17,7 @@ from retrain_assets.customers import (
     refused_partition_message,
     split_customer_partitions,
 )
-from retrain_assets.features.landing_outcomes import record_outcomes
+from retrain_assets.features.landing_outcomes import record_outcome_days
 from retrain_assets.features.landing_reader import read_landing_day
 from retrain_assets.features.partitions import DAILY
 from retrain_assets.features.validation import FileOutcome, empty_sales
@@ -26,6 +26,25 @@ from retrain_assets.store.resource import ProjectDatabase
 
 VALIDATION_VERSION = "sales-v2"  # v2: exact integers, control characters, true lines
 FILES_CHECK = "landing_files_complete"
+
+
+def validate_days(
+    root: str, customers: Sequence[str], keys: Sequence[str]
+) -> dict[str, list[FileOutcome]]:
+    """Read and validate every customer's file of every day: each file read once.
+
+    Plain Python (no Dagster): the asset and the backfill benchmark's reference both call it.
+    """
+    days = {key: dt.date.fromisoformat(key) for key in keys}
+    return {key: [read_landing_day(root, c, day) for c in customers] for key, day in days.items()}
+
+
+def accepted_rows(outcomes_by_day: dict[str, list[FileOutcome]]) -> pd.DataFrame:
+    """Return the accepted rows of the days, day by day and customer by customer, as one frame."""
+    frames = [empty_sales()]
+    for outcomes in outcomes_by_day.values():
+        frames += [o.accepted for o in outcomes if len(o.accepted)]
+    return pd.concat(frames, ignore_index=True)
 
 
 def _day_metadata(outcomes: list[FileOutcome]) -> dict[str, object]:
@@ -101,19 +120,22 @@ def sales(
     for key in refused:  # never a path from an unsafe key: it could leave the landing root
         context.log.error(refused_partition_message(key))
     db_url, root = project_db.connection_url(), landing_root()
-    frames: list[pd.DataFrame] = [empty_sales()]
+    outcomes_by_day = validate_days(root, customers, list(context.partition_keys))
+    # The quarantine records and file problems of the whole range: one transaction.
+    record_outcome_days(
+        db_url,
+        {dt.date.fromisoformat(key): outcomes for key, outcomes in outcomes_by_day.items()},
+        context.run.run_id,
+    )
     evaluations: list[dg.AssetCheckEvaluation] = []
-    for key in context.partition_keys:
-        day = dt.date.fromisoformat(key)
-        outcomes = [read_landing_day(root, customer, day) for customer in customers]
-        record_outcomes(db_url, day, outcomes, context.run.run_id)
-        frames += [o.accepted for o in outcomes if len(o.accepted)]
+    for key, outcomes in outcomes_by_day.items():
         context.add_asset_metadata(_day_metadata(outcomes), partition_key=key)
         evaluations.append(_check_evaluation(key, outcomes, refused))
         for outcome in outcomes:
             for problem in outcome.problems:
                 context.log.warning(f"{outcome.file}: {problem.severity}: {problem.reason}")
-    frame = pd.concat(frames, ignore_index=True)
+    frame = accepted_rows(outcomes_by_day)
+    del outcomes_by_day
     yield dg.Output(
         frame,
         metadata={

@@ -15,6 +15,7 @@ import datetime as dt
 from collections.abc import Iterator
 
 import dagster as dg
+import numpy as np
 import pandas as pd
 
 from retrain_assets.asset_keys import SALES, STORE_DAY_FEATURES, name_of
@@ -22,7 +23,13 @@ from retrain_assets.features import feature_math
 from retrain_assets.features.content_hash import frame_content_hash
 from retrain_assets.features.feature_math import FEATURE_VERSION, SERIES
 from retrain_assets.features.lookback import LOOKBACK_DAYS, Lookback, lookback
-from retrain_assets.features.parquet_store import CONSUMER_CHECKS_MISSING_DAYS, PartitionStorage
+from retrain_assets.features.parquet_store import (
+    CATEGORY_COLUMNS,
+    CONSUMER_CHECKS_MISSING_DAYS,
+    ParquetPartitionStore,
+    PartitionStorage,
+    rows_by_day,
+)
 from retrain_assets.features.partitions import DAILY
 from retrain_assets.landing import read_manifest_country
 from retrain_assets.settings import landing_root
@@ -70,6 +77,43 @@ def _lookbacks(keys: list[str], storage: PartitionStorage) -> dict[str, Lookback
     return {key: lookback(dt.date.fromisoformat(key), sales_days, first) for key in keys}
 
 
+def write_feature_days(
+    sales: pd.DataFrame,
+    keys: list[str],
+    countries: dict[str, str | None],
+    store: ParquetPartitionStore,
+    run_id: str,
+    backfill_id: str | None,
+) -> tuple[list[SnapshotRecord], list[str]]:
+    """Compute the features of `keys`, write one file per day; return their records and paths.
+
+    Plain Python (no Dagster): the asset and the backfill benchmark's reference both call it.
+    The features come sorted by series and date, so each day's rows (taken in that order) are
+    sorted too.
+    """
+    days = [dt.date.fromisoformat(k) for k in keys]
+    features = feature_math.store_day_features(sales, days, countries)
+    positions = rows_by_day(features)
+    nothing = np.zeros(0, dtype=np.int64)
+    records, paths = [], []
+    for key in keys:
+        day_frame = features.iloc[positions.get(key, nothing)].reset_index(drop=True)
+        paths.append(str(store.write(name_of(STORE_DAY_FEATURES), key, day_frame)))
+        rows = day_frame.groupby("customer").size() if len(day_frame) else pd.Series(dtype=int)
+        records.append(
+            SnapshotRecord(
+                partition_date=dt.date.fromisoformat(key),
+                data_version=frame_content_hash(day_frame),
+                feature_version=FEATURE_VERSION,
+                rows_per_customer={str(k): int(v) for k, v in rows.items()},
+                from_backfill=backfill_id is not None,
+                backfill_id=backfill_id,
+                run_id=run_id,
+            )
+        )
+    return records, paths
+
+
 def _refusal(blocked: list[Lookback], published: int) -> dg.Failure:
     listed = "; ".join(f"{b.day}: {b.problem}" for b in blocked[:10])
     more = f"; and {len(blocked) - 10} more" if len(blocked) > 10 else ""
@@ -101,7 +145,7 @@ def _refusal(blocked: list[Lookback], published: int) -> dg.Failure:
                 end_offset=0,
                 allow_nonexistent_upstream_partitions=True,
             ),
-            metadata={CONSUMER_CHECKS_MISSING_DAYS: True},
+            metadata={CONSUMER_CHECKS_MISSING_DAYS: True, CATEGORY_COLUMNS: SERIES},
         )
     },
     output_required=False,
@@ -117,28 +161,12 @@ def store_day_features(
     lookbacks = _lookbacks(list(context.partition_keys), partition_storage)
     blocked = [b for b in lookbacks.values() if b.problem is not None]
     keys = [key for key, b in lookbacks.items() if b.problem is None]
-    days = [dt.date.fromisoformat(k) for k in keys]
     customers = set(sales["customer"].unique()) if len(sales) else set()
-    features = feature_math.store_day_features(sales, days, _countries(db_url, customers))
-    by_day = features["date"].dt.strftime("%Y-%m-%d") if len(features) else pd.Series(dtype=str)
     backfill_id = context.run.tags.get(BACKFILL_TAG)
-    records, paths = [], []
-    for key in keys:
-        day_frame = features[by_day == key].sort_values([*SERIES, "date"])
-        day_frame = day_frame.reset_index(drop=True)
-        paths.append(str(store.write(name_of(STORE_DAY_FEATURES), key, day_frame)))
-        rows = day_frame.groupby("customer").size() if len(day_frame) else pd.Series(dtype=int)
-        records.append(
-            SnapshotRecord(
-                partition_date=dt.date.fromisoformat(key),
-                data_version=frame_content_hash(day_frame),
-                feature_version=FEATURE_VERSION,
-                rows_per_customer={str(k): int(v) for k, v in rows.items()},
-                from_backfill=backfill_id is not None,
-                backfill_id=backfill_id,
-                run_id=context.run.run_id,
-            )
-        )
+    records, paths = write_feature_days(
+        sales, keys, _countries(db_url, customers), store, context.run.run_id, backfill_id
+    )
+    del sales
     snapshot_ids = publish_snapshots(db_url, records)
     for record, snapshot_id, path in zip(records, snapshot_ids, paths, strict=True):
         key = record.partition_date.isoformat()

@@ -147,21 +147,21 @@ def validate_file(data: bytes | str, customer: str, day: dt.date, file: str) -> 
     except UnreadableCsv as err:
         return failed_file(customer, file, f"unreadable CSV: {err}")
     del csv, data  # the file's bytes and line positions
-    outcome = FileOutcome(customer, file, empty_sales())
     unknown = [_shown(c) for c in names if c not in LANDING_COLUMNS]
-    if unknown:
-        outcome.problems.append(
-            FileProblem("warning", f"unknown column(s) dropped: {', '.join(unknown)}")
-        )
+    problems = (
+        [FileProblem("warning", f"unknown column(s) dropped: {', '.join(unknown)}")]
+        if unknown
+        else []
+    )
     judged = _judge(rows, names, day)
     good = rows.in_file_order[~judged.bad[rows.in_file_order]]
     malformed = rows.malformed
     del rows  # every row's text: let it go before the records and the typed columns are made
     pa.default_memory_pool().release_unused()
-    outcome.quarantined = _quarantined(judged, malformed, names)
-    if len(good):
-        outcome.accepted = _accepted(judged.columns, good, customer, day)
-    return outcome
+    quarantined = _quarantined(judged, malformed, names)
+    # An empty typed frame only when nothing was accepted: building one costs a millisecond.
+    accepted = _accepted(judged.columns, good, customer, day) if len(good) else empty_sales()
+    return FileOutcome(customer, file, accepted, quarantined, problems)
 
 
 @dataclass(frozen=True)

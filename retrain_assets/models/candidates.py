@@ -8,13 +8,19 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import lightgbm
 from psycopg2.extras import Json
 from upath import UPath
 
 from retrain_assets.gpu.protocol import Artifact
 from retrain_assets.store.database import one_row, transaction
+
+if TYPE_CHECKING:  # imported where used: loading the code location skips LightGBM
+    import lightgbm
+
+if TYPE_CHECKING:  # lightgbm (with scikit-learn and scipy) is imported where a model is loaded
+    import lightgbm
 
 
 @dataclass(frozen=True)
@@ -30,6 +36,8 @@ class Candidate:
 
     def load_model(self) -> lightgbm.Booster:
         """Return the stored LightGBM model (local folder or object storage)."""
+        import lightgbm
+
         return lightgbm.Booster(model_str=UPath(self.path).read_text())
 
 

@@ -11,13 +11,14 @@ import io
 
 import numpy as np
 import pandas as pd
-from matplotlib.figure import Figure
 
 from retrain_assets.features.training_export import LABEL
 
 
 def forecast_plot_png(holdout: pd.DataFrame, forecasts: dict[str, np.ndarray], title: str) -> bytes:
     """Return a PNG of the daily totals of actual demand and of each named forecast."""
+    from matplotlib.figure import Figure  # here: loading the code location skips matplotlib
+
     daily = pd.DataFrame({"date": holdout["date"], "actual": holdout[LABEL].astype(float)})
     for name, values in forecasts.items():
         daily[name] = np.asarray(values, dtype=float)

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import lightgbm
 import numpy as np
 import pandas as pd
 
 from retrain_assets.features.training_export import LABEL, MODEL_FEATURES
 from retrain_assets.models.scoring import InvalidForecast, Verdict, judge, seasonal_naive, wape
+
+if TYPE_CHECKING:  # imported where used: loading the code location skips LightGBM
+    import lightgbm
 
 Predict = Callable[[pd.DataFrame], np.ndarray]
 
@@ -42,6 +45,8 @@ class GateOutcome:
 
 def lightgbm_predictor(model_file: str) -> Predict:
     """Return a forecaster from a LightGBM text model file."""
+    import lightgbm  # here, not at import: loading the code location skips LightGBM
+
     return booster_predictor(lightgbm.Booster(model_file=model_file))
 
 

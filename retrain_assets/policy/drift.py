@@ -142,6 +142,10 @@ class Baselines:
             self._known: dict[int, Stats] = dict(cur.fetchall())
         self._new: dict[int, Stats] = {}
 
+    def stored(self, decision_id: int) -> Stats | None:
+        """Return the decision's statistics if they are stored (or computed this tick)."""
+        return self._known.get(decision_id)
+
     def of(self, decision_id: int, customer: str, window: list[dt.date]) -> Stats:
         """Return the decision's statistics, computing them from the window if not stored.
 

@@ -46,7 +46,8 @@ def policy_outcome(
     """Return the policy's outcome for one customer."""
     if busy:
         return Outcome("skip", f"busy ({busy}): no new decision until it finishes")
-    facts: dict[str, Any] = {"settings": dataclasses.asdict(settings)}
+    # The settings go into a decision's details only; asdict per customer and tick was a
+    # fifth of a steady tick's time at 2,000 customers (BENCHMARKS.md, retraining_policy).
     if last is None:
         have = history_days(published, customer)
         if have < settings.min_history_days:
@@ -56,22 +57,42 @@ def policy_outcome(
                 "with rows for this customer",
             )
         reason = f"first training: no decision recorded yet, {have} days of history published"
-        return Outcome("decide", reason, "schedule", details={**facts, "history_days": have})
+        return Outcome(
+            "decide",
+            reason,
+            "schedule",
+            details={"settings": dataclasses.asdict(settings), "history_days": have},
+        )
     rows, days = new_rows(published, customer, last.last_day)
     age = now - last.decided_at
-    facts.update(new_rows=rows, new_days=days, last_decision=last.id, age_days=age.days)
+    facts: dict[str, Any] = {
+        "new_rows": rows,
+        "new_days": days,
+        "last_decision": last.id,
+        "age_days": age.days,
+    }
     if age >= dt.timedelta(days=settings.schedule_days) and days > 0:
         reason = (
             f"schedule: last decision {last.id} is {age.days} days old (every "
             f"{settings.schedule_days} days); {days} new day(s) after {last.last_day}"
         )
-        return Outcome("decide", reason, "schedule", details=facts)
+        return Outcome(
+            "decide",
+            reason,
+            "schedule",
+            details={"settings": dataclasses.asdict(settings), **facts},
+        )
     if rows >= settings.min_new_rows:
         reason = (
             f"volume: {rows} new rows over {days} day(s) after {last.last_day} "
             f"(threshold {settings.min_new_rows})"
         )
-        return Outcome("decide", reason, "volume", details=facts)
+        return Outcome(
+            "decide",
+            reason,
+            "volume",
+            details={"settings": dataclasses.asdict(settings), **facts},
+        )
     status = (
         f"last decision {last.id} is {age.days} day(s) old (schedule {settings.schedule_days}), "
         f"{rows} of {settings.min_new_rows} new rows"

@@ -20,19 +20,22 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-import lightgbm
 import mlflow
-import mlflow.lightgbm
 import pandas as pd
 from mlflow.entities import LoggedModelStatus, Metric
 from mlflow.exceptions import MlflowException
-from mlflow.models import infer_signature
 from mlflow.tracking import MlflowClient
 from mlflow.tracking._tracking_service.utils import _use_tracking_uri
 
 from retrain_assets.customer_names import validate_customer_name
+
+if TYPE_CHECKING:
+    # lightgbm and MLflow's lightgbm flavour (with scikit-learn and scipy) take seconds to
+    # import; they are imported where a model is logged or loaded, so a process that only
+    # reads the registry (a sensor, the code location's load, a feature run) never pays.
+    import lightgbm
 
 EXPERIMENT_PREFIX = "demand_forecast/"
 MODEL_PREFIX = "demand_forecast."
@@ -86,6 +89,31 @@ def process_tracking_uri(uri: str) -> Iterator[None]:
     finally:
         if saved is not None:
             os.environ["MLFLOW_TRACKING_URI"] = saved
+
+
+@contextlib.contextmanager
+def no_distribution_scan() -> Iterator[None]:
+    """Let MLflow check pinned requirements without scanning every installed distribution.
+
+    `log_model` warns when the environment does not satisfy the model's requirements; to do
+    so MLflow first maps every module of every installed distribution to its package
+    (`importlib_metadata.packages_distributions()`, reading each distribution's file list),
+    once per process: a third of a candidate run's time in a fresh run process (BENCHMARKS.md,
+    the hand-off). Our requirements are pinned by name, and MLflow reads a named package's
+    version without that map, so for the call the map is empty (MLflow 3.17's module cache,
+    `mlflow.utils.requirements_utils._MODULES_TO_PACKAGES`) and is put back afterwards, so a
+    later inference of requirements in the process builds it as usual.
+    """
+    from mlflow.utils import requirements_utils
+
+    saved = requirements_utils._MODULES_TO_PACKAGES
+    if saved is None:
+        requirements_utils._MODULES_TO_PACKAGES = {}  # type: ignore[assignment]  # typed None
+    try:
+        yield
+    finally:
+        if saved is None:
+            requirements_utils._MODULES_TO_PACKAGES = None
 
 
 def all_pages(search: Callable[[str | None], list[_T]]) -> Iterator[_T]:
@@ -177,18 +205,24 @@ class MlflowRegistry:
     def _logged_models(
         self, run_id: str, status: LoggedModelStatus
     ) -> list[mlflow.entities.LoggedModel]:
+        return [m for m in self._run_models(run_id) if m.status == status]
+
+    def _run_models(
+        self, run_id: str, experiment_id: str | None = None
+    ) -> list[mlflow.entities.LoggedModel]:
+        """Return the run's logged models named `model`, oldest first (one search)."""
         # Not `status = 'READY'` in the filter: on Postgres MLflow 3.17 compares the string to
         # the integer column and the server answers 400; the few models of a run are filtered
-        # here instead.
-        run = self.client.get_run(run_id)
-        found = self.client.search_logged_models(
-            experiment_ids=[run.info.experiment_id],
+        # by the callers instead.
+        if experiment_id is None:
+            experiment_id = self.client.get_run(run_id).info.experiment_id
+        return self.client.search_logged_models(
+            experiment_ids=[experiment_id],
             filter_string=(
                 f"source_run_id = {quoted(run_id)} AND name = {quoted(LOGGED_MODEL_NAME)}"
             ),
             order_by=[{"field_name": "creation_timestamp", "ascending": True}],
         )
-        return [model for model in found if model.status == status]
 
     def log_candidate(
         self,
@@ -206,9 +240,17 @@ class MlflowRegistry:
         its presence means the metrics and the plot are there too. A retry after a failure in
         the middle logs the metrics again (same values) and reuses an unfinished model record.
         """
-        done = self.logged_model_id(run_id)
-        if done is not None:
-            return done
+        # One run read and one model search serve both questions (is the model logged, is an
+        # unfinished record there to reuse): each MLflow call is a round trip to the server.
+        experiment = self.client.get_run(run_id).info.experiment_id
+        models = self._run_models(run_id, experiment)
+        done = [m.model_id for m in models if m.status == LoggedModelStatus.READY]
+        if done:
+            return done[0]
+        import lightgbm
+        import mlflow.lightgbm
+        from mlflow.models import infer_signature
+
         booster = (
             model_path
             if isinstance(model_path, lightgbm.Booster)
@@ -220,17 +262,16 @@ class MlflowRegistry:
                 plot = Path(folder) / "forecast.png"
                 plot.write_bytes(plot_png)
                 self.client.log_artifact(run_id, str(plot), artifact_path=PLOT_FOLDER)
-        pending = self._logged_models(run_id, LoggedModelStatus.PENDING)
+        pending = [m.model_id for m in models if m.status == LoggedModelStatus.PENDING]
         if pending:
-            model_id = pending[0].model_id
+            model_id = pending[0]
         else:
-            experiment = self.client.get_run(run_id).info.experiment_id
             model_id = self.client.create_logged_model(
                 experiment, name=LOGGED_MODEL_NAME, source_run_id=run_id
             ).model_id
         # mlflow.lightgbm.log_model has no client argument: it reads the process-wide tracking
         # URI, so it is pointed at ours for this call only and restored afterwards.
-        with process_tracking_uri(self.tracking_uri):
+        with process_tracking_uri(self.tracking_uri), no_distribution_scan():
             mlflow.lightgbm.log_model(
                 booster,
                 name=LOGGED_MODEL_NAME,
@@ -362,6 +403,8 @@ class MlflowRegistry:
         if found is None:
             return None
         version, uri = found
+        import mlflow.lightgbm
+
         # load_model has no client argument: point the process-wide URI at ours for the call
         with process_tracking_uri(self.tracking_uri):
             return version, mlflow.lightgbm.load_model(uri)
@@ -377,6 +420,8 @@ class MlflowRegistry:
 
     def load_version(self, customer: str, version: str) -> lightgbm.Booster:
         """Return the model of one registered version, loaded now (a URI pinned to the number)."""
+        import mlflow.lightgbm
+
         with process_tracking_uri(self.tracking_uri):
             return mlflow.lightgbm.load_model(f"models:/{model_name(customer)}/{version}")
 

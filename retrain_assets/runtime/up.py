@@ -35,6 +35,7 @@ from retrain_assets.settings import (
     mlflow_artifacts_root,
     mlflow_port,
     mlflow_tracking_uri,
+    ready_timeout_seconds,
     retrain_home,
     serve_port,
     webserver_port,
@@ -42,7 +43,6 @@ from retrain_assets.settings import (
 from retrain_assets.store.migrations import migrate
 from retrain_assets.store.server import PostgresServer, ensure_database, start_server
 
-READY_TIMEOUT_SECONDS = 120.0
 STOP_GRACE_SECONDS = 20.0
 WATCH_SECONDS = 0.5
 
@@ -226,8 +226,9 @@ def _start_and_watch(
             return 0
         child = supervisor.start(spec, env)
         _say(f"started {spec.name} (pid {child.process.pid}, output in {child.log})")
+    ready_timeout = ready_timeout_seconds()
     for child in supervisor.children:
-        if not supervisor.wait_ready(child, READY_TIMEOUT_SECONDS, lambda: stop.requested):
+        if not supervisor.wait_ready(child, ready_timeout, lambda: stop.requested):
             return 0
     _print_ready(server)
     while not stop.requested:

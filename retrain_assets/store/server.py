@@ -69,6 +69,19 @@ def start_server(home: Path | None = None) -> PostgresServer:
     return PostgresServer(url=server.get_uri(), embedded=True)
 
 
+def stop_embedded_server(home: Path | None = None) -> None:
+    """Let go of this process's handle on the embedded server; the last handle stops it.
+
+    pgserver does this from an atexit hook, which a process ended by `os._exit` (a
+    pytest-xdist worker, a forked child) never runs.
+    """
+    import pgserver
+
+    pgdata = ((home or retrain_home()) / "pg").resolve()
+    if pgdata in pgserver.PostgresServer._instances:
+        pgserver.PostgresServer._instances[pgdata].cleanup()
+
+
 def ensure_database(server: PostgresServer, purpose: str) -> str:
     """Create this purpose's database if it is missing and return its URL."""
     url = server.database_url(purpose)

@@ -2,12 +2,14 @@ import datetime as dt
 
 import pytest
 
-from retrain_assets.demo.clock import next_days, tick
+from retrain_assets.demo.clock import next_days, run_clock, tick
+from retrain_assets.demo.pacing import pace
 from retrain_assets.demo.simulate import land_tenant, landed_days, simulate_day
 from retrain_assets.demo.tenants import DEMO_TENANTS, Regime, TenantSpec
 from retrain_assets.deployment.records import auto_deploy_settings
 from retrain_assets.policy.thresholds import all_settings
 from retrain_assets.runtime.demo_mode import demo_day_seconds, demo_environment, start_demo
+from retrain_assets.store.database import transaction
 from retrain_assets.store.migrations import migrate
 
 SMALL = (
@@ -64,7 +66,7 @@ def test_demo_settings_are_defaults_the_user_overrides(monkeypatch):
         demo_day_seconds()
     env = demo_environment({"RETRAIN_POLL_INTERVAL_SECONDS": "60"}, on=True)
     assert env["RETRAIN_POLL_INTERVAL_SECONDS"] == "60"
-    assert env["RETRAIN_POLICY_INTERVAL_SECONDS"] == "10"
+    assert env["RETRAIN_POLICY_INTERVAL_SECONDS"] == "5"
     assert demo_environment({}, on=False) == {}
 
 
@@ -84,3 +86,38 @@ def test_the_first_demo_start_registers_each_tenant_with_its_demo_settings(
     assert not start_demo(False, app_db, said.append)  # --no-demo
     monkeypatch.setenv("RETRAIN_LANDING_URL", str(tmp_path / "elsewhere"))
     assert not start_demo(True, app_db, said.append)  # a real landing zone is never a demo
+
+
+def publish(url: str, day: dt.date) -> None:
+    with transaction(url) as cur:
+        cur.execute(
+            "INSERT INTO feature_snapshots (partition_date, data_version, feature_version,"
+            " rows_per_customer, from_backfill, run_id) VALUES (%s, 'v', 'f', '{}', false, 'r')",
+            (day,),
+        )
+
+
+def test_the_clock_stays_within_a_few_days_of_the_published_features(app_db, tmp_path):
+    migrate(app_db)
+    root = str(tmp_path)
+    days = [dt.date(2026, 3, 1) + dt.timedelta(days=i) for i in range(5)]  # through March 5
+    for spec in SMALL:
+        land_tenant(root, spec, days)
+    hold = pace(app_db, root, SMALL, ahead_days=3)
+    assert "features published up to no day yet" in hold()
+    publish(app_db, dt.date(2026, 3, 1))
+    assert "days landed up to 2026-03-05, features published up to 2026-03-01" in hold()
+    publish(app_db, dt.date(2026, 3, 2))
+    assert hold() is None
+
+    said: list[str] = []
+    looks = iter(range(3))
+    run_clock(
+        root,
+        0.01,
+        lambda: next(looks, None) is None,
+        said.append,
+        hold=lambda: "waiting for the platform",
+    )
+    assert said == ["waiting for the platform"]  # said once, nothing landed
+    assert landed_days(root, SMALL[0].name) == days

@@ -327,3 +327,16 @@ def test_up_runs_the_prediction_service_with_a_shared_token(monkeypatch, tmp_pat
     )
     monkeypatch.setenv("RETRAIN_SERVE_TOKEN", "chosen")
     assert environment.child_environment(server, folders)["RETRAIN_SERVE_TOKEN"] == "chosen"
+
+
+def test_the_ready_timeout_is_configurable_and_checked(monkeypatch):
+    from retrain_assets.settings import ready_timeout_seconds
+
+    monkeypatch.delenv("RETRAIN_READY_TIMEOUT_SECONDS", raising=False)
+    assert ready_timeout_seconds() == 120.0
+    monkeypatch.setenv("RETRAIN_READY_TIMEOUT_SECONDS", "480")
+    assert ready_timeout_seconds() == 480.0
+    for bad in ("0", "-5", "soon"):
+        monkeypatch.setenv("RETRAIN_READY_TIMEOUT_SECONDS", bad)
+        with pytest.raises(ValueError, match="RETRAIN_READY_TIMEOUT_SECONDS must be"):
+            ready_timeout_seconds()

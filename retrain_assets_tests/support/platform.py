@@ -65,7 +65,10 @@ def graphql(port: int, query: str, variables: dict | None = None) -> dict:
         json={"query": query, "variables": variables or {}},
         timeout=30,
     )
-    response.raise_for_status()
+    if response.status_code >= 400:  # say what the webserver said, not only its status
+        raise requests.HTTPError(
+            f"{response.status_code} from /graphql: {response.text[:2000]}", response=response
+        )
     body = response.json()
     assert "errors" not in body, body
     return body["data"]

@@ -43,6 +43,26 @@ def open_materialize_dialog(journey: Journey, asset: str) -> Locator:
     return dialog
 
 
+def open_job_materialize_dialog(journey: Journey, job: str) -> Locator:
+    """Open an asset job's page (Jobs → `job`), click "Materialize…" and return the dialog.
+
+    When some upstream asset has never been materialized the UI first asks "Are you sure?";
+    the journey confirms, as a person who knows the partition it deploys is ready would.
+    """
+    page = journey.page
+    journey.open(f"/locations/retrain_assets/jobs/{job}")
+    button = page.get_by_role("button", name="Materialize…")
+    journey.wait_visible(button, PAGE_SECONDS, f"{job}'s Materialize… button").click()
+    dialog = page.get_by_role("dialog")
+    ready, sure = dialog.get_by_text("Partition selection"), dialog.get_by_text("Are you sure?")
+    journey.wait_visible(ready.or_(sure), PAGE_SECONDS, f"{job}'s materialize dialog")
+    if sure.is_visible():
+        journey.shot(f"{job}: the UI asks to confirm")
+        dialog.get_by_role("button", name="Confirm").click()
+        journey.wait_visible(ready, PAGE_SECONDS, f"{job}'s materialize dialog")
+    return dialog
+
+
 def choose_day_range(journey: Journey, dialog: Locator, first: str, last: str, count: int) -> None:
     """Type a range of daily partitions into the dialog (all time, not only the last 90 days)."""
     all_time = dialog.get_by_role("button", name="All time")

@@ -23,17 +23,26 @@ LAST_DAY = "2026-11-18"
 
 def land(platform: RunningPlatform, purpose: str) -> str:
     """Land a new 2-store, 4-item tenant and wait until it is a `customers` partition."""
-    name = f"ui-{purpose}-{uuid.uuid4().hex[:6]}"
-    spec = TenantSpec(name, "US", stores=2, items=4, seed=5)
+    [name] = land_many(platform, purpose)
+    return name
+
+
+def land_many(platform: RunningPlatform, *purposes: str) -> list[str]:
+    """Land a tenant per purpose, then wait once until all are `customers` partitions.
+
+    customer_discovery ticks every 15 s: tenants landed together are found by one tick.
+    """
+    names = [f"ui-{purpose}-{uuid.uuid4().hex[:6]}" for purpose in purposes]
     days = [FIRST_LANDED + dt.timedelta(days=i) for i in range(LANDED_DAYS)]
-    land_tenant(str(platform.home / "landing"), spec, days)
+    for name in names:
+        land_tenant(str(platform.home / "landing"), TenantSpec(name, "US", 2, 4, seed=5), days)
     sql = (
         "SELECT count(*) FROM dynamic_partitions "
-        "WHERE partitions_def_name = 'customers' AND partition = %s"
+        "WHERE partitions_def_name = 'customers' AND partition = ANY(%s)"
     )
     wait_until(
-        lambda: platform.query("dagster", sql, (name,))[0][0] == 1,
+        lambda: platform.query("dagster", sql, (names,))[0][0] == len(names),
         90,
-        f"customer_discovery adding {name}",
+        f"customer_discovery adding {', '.join(names)}",
     )
-    return name
+    return names

@@ -17,7 +17,7 @@ from retrain_assets_tests.ui.model_runs import (
     verdict,
     wait_for_candidate_run_end,
 )
-from retrain_assets_tests.ui.tenants import FIRST_FEATURE_DAY, FIRST_LANDED, LAST_DAY, land
+from retrain_assets_tests.ui.tenants import FIRST_FEATURE_DAY, FIRST_LANDED, LAST_DAY, land_many
 
 pytestmark = [pytest.mark.system, pytest.mark.browser]
 
@@ -25,22 +25,31 @@ WEAK = {"num_boost_round": 2, "learning_rate": 0.01}  # barely moves off the mea
 VERDICT_TAG = re.compile(r"^(Passed|Failed)$")
 
 
-def train(platform, customer: str, **params) -> tuple[str, str]:
-    """Train a customer on the journeys' snapshot as the launchpad would; wait for the gate.
-
-    Returns the run key and how its candidate run ended (a failed gate fails that run).
-    """
+def launch_training(platform, customer: str, **params) -> str:
+    """Launch training_job for a customer on the journeys' snapshot, as the launchpad would."""
     config = {"first_day": FIRST_FEATURE_DAY, "last_day": LAST_DAY, **params}
-    run_id = launch_run(
+    return launch_run(
         platform,
         "__ASSET_JOB",
         {"dagster/partition": customer},
         ["training_job"],
         run_config={"ops": {"training_job": {"config": config}}},
     )
+
+
+def gated(platform, customer: str, run_id: str) -> tuple[str, str]:
+    """Wait for a training run and then for the gate of the candidate it handed off.
+
+    Returns the run key and how its candidate run ended (a failed gate fails that run).
+    """
     wait_for_run(platform, run_id)
     key = training_run_key(platform, customer)
     return key, wait_for_candidate_run_end(platform, key, seconds=180)
+
+
+def train(platform, customer: str, **params) -> tuple[str, str]:
+    """Train a customer and wait for the gate (launch_training, then gated)."""
+    return gated(platform, customer, launch_training(platform, customer, **params))
 
 
 def read_gate(journey, customer: str) -> tuple[str, str]:
@@ -53,13 +62,16 @@ def read_gate(journey, customer: str) -> tuple[str, str]:
 
 def test_each_customers_gate_verdict_reads_the_same_in_the_checks_tab(journey, ui_platform):
     platform = ui_platform
-    winner, loser = land(platform, "gate-pass"), land(platform, "gate-fail")
+    winner, loser = land_many(platform, "gate-pass", "gate-fail")
     publish_days(platform, "sales", FIRST_LANDED.isoformat(), LAST_DAY)
     publish_days(platform, "store_day_features", FIRST_FEATURE_DAY, LAST_DAY)
 
-    winner_key, ended = train(platform, winner)
+    # The winner and the loser's future champion are two customers: they train side by side
+    # (one GPU slot each), as two people launching them from the UI would.
+    launched = {customer: launch_training(platform, customer) for customer in (winner, loser)}
+    winner_key, ended = gated(platform, winner, launched[winner])
     assert ended == "SUCCESS" and verdict(platform, winner_key).passed
-    champion_key, ended = train(platform, loser)
+    champion_key, ended = gated(platform, loser, launched[loser])
     assert ended == "SUCCESS"
     registry = MlflowRegistry(platform.mlflow_url())
     [champion] = registry.versions_of(loser, champion_key)

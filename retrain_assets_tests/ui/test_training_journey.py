@@ -1,17 +1,24 @@
-"""Journey (c): training one customer from the UI, followed to its registered candidate.
+"""Journey (c): training one customer from the UI, followed to its registered candidate and on
+to its deployment.
 
 As the README's "Training a customer from the UI" says: open training_job, choose the
 customer's partition, materialize with no config. The run ends in seconds; the poller's run
-then fetches, gates and registers the candidate, and both show on their assets' pages.
+then fetches, gates and registers the candidate, and both show on their assets' pages. Then,
+as "Deploying a model" says: Jobs → deploy_model → Materialize…, the customer's partition,
+Launch 1 run. The run evaluates the deploy-time check and records the deployment; the
+customer has no champion yet, so `rollout_controller` promotes the version directly, and the
+rollout's moves show on `deployed_model`'s partition.
 """
 
 import pytest
 
 from retrain_assets_tests.support.ui_actions import publish_days
+from retrain_assets_tests.support.waiting import wait_until
 from retrain_assets_tests.ui.dagster_ui import (
     choose_partition,
     follow_run,
     launch_one_run,
+    open_job_materialize_dialog,
     open_materialize_dialog,
     open_run,
     partition_detail,
@@ -22,7 +29,21 @@ from retrain_assets_tests.ui.tenants import FIRST_FEATURE_DAY, FIRST_LANDED, LAS
 pytestmark = [pytest.mark.system, pytest.mark.browser]
 
 
-def test_training_a_customer_from_the_ui_ends_with_its_candidate_registered(journey, ui_platform):
+def rollout_of(platform, customer: str) -> tuple | None:
+    """Return the customer's latest rollout: (decision's run, version, outcome, reason)."""
+    rows = platform.query(
+        "app",
+        "SELECT d.dagster_run_id, r.version, r.outcome, r.reason FROM rollouts r "
+        "JOIN deployment_decisions d ON d.id = r.decision_id WHERE r.customer = %s "
+        "ORDER BY r.id DESC LIMIT 1",
+        (customer,),
+    )
+    return rows[0] if rows else None
+
+
+def test_training_a_customer_from_the_ui_ends_with_its_candidate_registered_and_deployed(
+    journey, ui_platform
+):
     platform = ui_platform
     customer = land(platform, "train")
     publish_days(platform, "sales", FIRST_LANDED.isoformat(), LAST_DAY)
@@ -63,3 +84,36 @@ def test_training_a_customer_from_the_ui_ends_with_its_candidate_registered(jour
     shown = registered.inner_text()
     assert key in shown and "challenger" in shown and f"demand_forecast.{customer}" in shown
     journey.shot(f"registered_model of {customer}")
+
+    # Deploying it, as the README says: Jobs -> deploy_model -> Materialize..., the partition.
+    dialog = open_job_materialize_dialog(journey, "deploy_model")
+    journey.shot("deploy_model: the materialize dialog")
+    choose_partition(journey, dialog, customer)
+    journey.shot(f"{customer} chosen for deployment")
+    deploy_run_id = launch_one_run(journey, dialog)
+    follow_run(journey, deploy_run_id, seconds=180)
+    journey.shot("deploy_model succeeded: the check passed, the rollout started, the run ended")
+    checked = platform.query(
+        "app",
+        "SELECT passed FROM gate_results WHERE run_key = %s "
+        "AND gate = 'challenger_beats_champion_now' AND dagster_run_id = %s",
+        (key, deploy_run_id),
+    )
+    assert checked == [(True,)], checked
+
+    # No champion yet: rollout_controller promotes the first deployment without a canary.
+    wait_until(
+        lambda: (rollout_of(platform, customer) or (None,) * 3)[2] is not None,
+        120,
+        f"the rollout of {customer} finishing",
+        detail=lambda: str(rollout_of(platform, customer)),
+    )
+    run_id_of_decision, version, outcome, reason = rollout_of(platform, customer)
+    assert (run_id_of_decision, outcome) == (deploy_run_id, "promoted"), reason
+    assert "first deployment" in reason
+    deployed = partition_detail(journey, "deployed_model", customer)
+    journey.wait_visible(
+        deployed.get_by_text("DONE", exact=True), 60, "the rollout's last move (DONE)"
+    )
+    assert key in deployed.inner_text()
+    journey.shot(f"deployed_model of {customer}: version {version} promoted, rollout DONE")
