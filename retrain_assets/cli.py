@@ -90,6 +90,12 @@ def _customers_add(args: argparse.Namespace) -> int:
     return 0
 
 
+def _webserver(args: argparse.Namespace) -> int:
+    from retrain_assets.runtime.webserver import run_webserver
+
+    run_webserver(args.host, args.port, args.workspace)
+
+
 def _diagram(args: argparse.Namespace) -> int:
     from retrain_assets.machines.diagram import mermaid
     from retrain_assets.runtime.machine_catalog import machine_named
@@ -227,6 +233,9 @@ _DESCRIPTIONS = {
     "gpu-service": "Run the reference remote GPU training service: HTTP API (OpenAPI at "
     "/openapi.json), bearer token RETRAIN_GPU_TOKEN, jobs in the `retrain_gpu` database, "
     "LightGBM training in worker processes with checkpoints.",
+    "webserver": "What `up` runs as the Dagster UI: dagster-webserver on HOST:PORT for WORKSPACE, "
+    "with each held database connection checked before use, so the UI answers at once when "
+    "Postgres comes back after a restart.",
     "diagram": "Print a state machine (training or rollout) as a Mermaid stateDiagram-v2, "
     "rendered from the table it runs.",
     "status": "Each customer's state machines (training, rollout): state, run key, job, visits "
@@ -373,6 +382,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_gpu_arguments(gpu)
     gpu.set_defaults(handler=run_gpu_service)
+    web = sub.add_parser(
+        "webserver",
+        description=_DESCRIPTIONS["webserver"],
+        help="run the Dagster UI as `up` does (reconnects after a Postgres restart)",
+    )
+    web.add_argument("--host", default="127.0.0.1")
+    web.add_argument("--port", type=int, default=3000)
+    web.add_argument("--workspace", required=True, help="the workspace.yaml to load")
+    web.set_defaults(handler=_webserver)
     diagram = sub.add_parser(
         "diagram",
         description=_DESCRIPTIONS["diagram"],

@@ -127,7 +127,10 @@ def platform_children(workspace: Path, mlflow_backend_uri: str) -> list[ChildSpe
         prediction_service_child(bin_dir),
         ChildSpec(
             name="dagster-webserver",
-            argv=(str(bin_dir / "dagster-webserver"), "-h", LOOPBACK, "-p", port, *workspace_arg),
+            argv=(
+                *(str(bin_dir / "retrain-assets"), "webserver", "--host", LOOPBACK),
+                *("--port", port, "--workspace", str(workspace)),
+            ),
             ready_url=f"http://{LOOPBACK}:{port}/server_info",
         ),
         ChildSpec(

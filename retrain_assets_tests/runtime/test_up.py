@@ -83,7 +83,7 @@ def test_up_serves_dagster_on_postgres_and_stops_cleanly_on_sigterm(tmp_path):
         wait_for_line(r"^ready$", output)
         children = psutil.Process(up.pid).children(recursive=True)
         names = " ".join(" ".join(child.cmdline()) for child in children)
-        assert "dagster-webserver" in names and "dagster-daemon" in names
+        assert "retrain-assets webserver" in names and "dagster-daemon" in names
         assert "gpu-service" in names and "mlflow server" in names
 
         gpu_url, mlflow_url = f"http://127.0.0.1:{gpu_port}", f"http://127.0.0.1:{mlflow_port}"
