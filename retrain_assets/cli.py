@@ -71,7 +71,7 @@ def _demo_clock(args: argparse.Namespace) -> int:
     from retrain_assets.demo.pacing import pace
     from retrain_assets.store.resource import ProjectDatabase
 
-    hold = pace(ProjectDatabase().connection_url(), landing_root())
+    hold = pace(ProjectDatabase().prepare(), landing_root())
     run_clock(landing_root(), seconds, lambda: stop.requested, say_landed(say), asker, hold)
     return 0
 

@@ -43,24 +43,38 @@ def open_materialize_dialog(journey: Journey, asset: str) -> Locator:
     return dialog
 
 
-def open_job_materialize_dialog(journey: Journey, job: str) -> Locator:
-    """Open an asset job's page (Jobs → `job`), click "Materialize…" and return the dialog.
+def open_job_launchpad(journey: Journey, job: str) -> None:
+    """Open a job's launchpad: Jobs → `job`, the arrow beside "Materialize…", Open launchpad.
 
-    When some upstream asset has never been materialized the UI first asks "Are you sure?";
-    the journey confirms, as a person who knows the partition it deploys is ready would.
+    The launchpad runs the whole job. "Materialize…" on a job's page launches only the job's
+    assets and their own checks, so a check of another asset in the job (deploy_model's
+    blocking check on registered_model) would not run.
     """
     page = journey.page
     journey.open(f"/locations/retrain_assets/jobs/{job}")
-    button = page.get_by_role("button", name="Materialize…")
-    journey.wait_visible(button, PAGE_SECONDS, f"{job}'s Materialize… button").click()
-    dialog = page.get_by_role("dialog")
-    ready, sure = dialog.get_by_text("Partition selection"), dialog.get_by_text("Are you sure?")
-    journey.wait_visible(ready.or_(sure), PAGE_SECONDS, f"{job}'s materialize dialog")
-    if sure.is_visible():
-        journey.shot(f"{job}: the UI asks to confirm")
-        dialog.get_by_role("button", name="Confirm").click()
-        journey.wait_visible(ready, PAGE_SECONDS, f"{job}'s materialize dialog")
-    return dialog
+    materialize = page.get_by_role("button", name="Materialize…")
+    journey.wait_visible(materialize, PAGE_SECONDS, f"{job}'s Materialize… button")
+    materialize.locator("xpath=following::button[1]").click()
+    item = page.get_by_role("menuitem", name="Open launchpad")
+    journey.wait_visible(item, PAGE_SECONDS, f"{job}'s Open launchpad").click()
+    journey.wait_visible(
+        page.get_by_placeholder("Partition"), PAGE_SECONDS, f"{job}'s launchpad partition box"
+    )
+
+
+def launch_from_launchpad(journey: Journey, partition: str) -> str:
+    """Choose `partition` in the open launchpad, click "Launch Run"; return the run's id."""
+    page = journey.page
+    page.get_by_placeholder("Partition").click()
+    page.keyboard.type(partition)
+    option = page.get_by_role("menuitem").filter(has=page.get_by_text(partition, exact=True))
+    journey.wait_visible(option, PAGE_SECONDS, f"{partition} offered").click()
+    launch = page.get_by_role("button", name="Launch Run")
+    journey.wait_for(launch.is_enabled, PAGE_SECONDS, "Launch Run enabled (the config loaded)")
+    journey.shot(f"{partition} chosen in the launchpad")
+    launch.click()
+    journey.wait_for(lambda: RUN_ID.search(page.url), PAGE_SECONDS, "the launched run's page")
+    return RUN_ID.search(page.url).group(1)
 
 
 def choose_day_range(journey: Journey, dialog: Locator, first: str, last: str, count: int) -> None:

@@ -4,8 +4,8 @@ to its deployment.
 As the README's "Training a customer from the UI" says: open training_job, choose the
 customer's partition, materialize with no config. The run ends in seconds; the poller's run
 then fetches, gates and registers the candidate, and both show on their assets' pages. Then,
-as "Deploying a model" says: Jobs → deploy_model → Materialize…, the customer's partition,
-Launch 1 run. The run evaluates the deploy-time check and records the deployment; the
+as "Deploying a model" says: Jobs → deploy_model → Open launchpad, the customer's
+partition, Launch Run. The run evaluates the deploy-time check and records the deployment; the
 customer has no champion yet, so `rollout_controller` promotes the version directly, and the
 rollout's moves show on `deployed_model`'s partition.
 """
@@ -17,8 +17,9 @@ from retrain_assets_tests.support.waiting import wait_until
 from retrain_assets_tests.ui.dagster_ui import (
     choose_partition,
     follow_run,
+    launch_from_launchpad,
     launch_one_run,
-    open_job_materialize_dialog,
+    open_job_launchpad,
     open_materialize_dialog,
     open_run,
     partition_detail,
@@ -85,12 +86,10 @@ def test_training_a_customer_from_the_ui_ends_with_its_candidate_registered_and_
     assert key in shown and "challenger" in shown and f"demand_forecast.{customer}" in shown
     journey.shot(f"registered_model of {customer}")
 
-    # Deploying it, as the README says: Jobs -> deploy_model -> Materialize..., the partition.
-    dialog = open_job_materialize_dialog(journey, "deploy_model")
-    journey.shot("deploy_model: the materialize dialog")
-    choose_partition(journey, dialog, customer)
-    journey.shot(f"{customer} chosen for deployment")
-    deploy_run_id = launch_one_run(journey, dialog)
+    # Deploying it, as the README says: Jobs -> deploy_model -> Open launchpad, the partition.
+    open_job_launchpad(journey, "deploy_model")
+    journey.shot("deploy_model: the launchpad")
+    deploy_run_id = launch_from_launchpad(journey, customer)
     follow_run(journey, deploy_run_id, seconds=180)
     journey.shot("deploy_model succeeded: the check passed, the rollout started, the run ended")
     checked = platform.query(
