@@ -169,8 +169,9 @@ def _usable_verdict(
     verdict = latest_version_verdict(url, challenger.customer, challenger.version, CHECK_NAME)
     refuse = f"refusing to deploy {challenger.label}: "
     how = (
-        f"launch the deploy_model job for {challenger.customer} (it runs {CHECK_NAME} "
-        "before deployed_model)"
+        f"launch the whole deploy_model job for {challenger.customer} (it runs {CHECK_NAME} "
+        "before deployed_model): from its launchpad, /locations/retrain_assets/jobs/"
+        "deploy_model/playground in the UI, not from a Materialize… button"
     )
     if verdict is None:
         raise DeploymentNotAllowed(refuse + f"{CHECK_NAME} never evaluated it; {how}")

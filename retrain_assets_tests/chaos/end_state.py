@@ -13,19 +13,13 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from retrain_assets.automation.handoff import RUN_KEY_TAG
 from retrain_assets.registry.mlflow_registry import MlflowRegistry
+from retrain_assets_tests.support.candidate_runs import FINISHED, candidate_runs
 from retrain_assets_tests.support.platform import RunningPlatform, up_environment
 from retrain_assets_tests.support.waiting import wait_until
 
 CLI = str(Path(sys.executable).parent / "retrain-assets")
 TERMINAL = {"DONE", "FAILED", "ROLLED_BACK"}
-RUNS_TAGGED = """
-query Runs($tags: [ExecutionTag!]) {
-  runsOrError(filter: {tags: $tags}) { ... on Runs { results { runId status } } }
-}
-"""
-FINISHED = {"SUCCESS", "FAILURE", "CANCELED"}
 
 
 @dataclass(frozen=True)
@@ -63,12 +57,6 @@ def pointer(platform: RunningPlatform, machine: str, customer: str) -> tuple | N
         (machine, customer),
     )
     return rows[0] if rows else None
-
-
-def candidate_runs(platform: RunningPlatform, run_key: str) -> list[dict]:
-    """Return the hand-off's candidate runs of a run key, newest first."""
-    tags = [{"key": RUN_KEY_TAG, "value": run_key}]
-    return platform.graphql(RUNS_TAGGED, {"tags": tags})["runsOrError"]["results"]
 
 
 def wait_terminal(platform: RunningPlatform, machine: str, customer: str, seconds: float) -> None:

@@ -30,7 +30,6 @@ import requests
 from retrain_assets_tests.chaos.end_state import (
     assert_reasons_in_history,
     assert_training_promises,
-    candidate_runs,
     history,
     pointer,
     training_outcome,
@@ -46,6 +45,7 @@ from retrain_assets_tests.chaos.steering import (
 )
 from retrain_assets_tests.chaos.world import ChaosWorld
 from retrain_assets_tests.deployment.platform_helpers import cli
+from retrain_assets_tests.support.candidate_runs import candidate_runs
 from retrain_assets_tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.system, pytest.mark.chaos]

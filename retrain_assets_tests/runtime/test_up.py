@@ -28,13 +28,15 @@ from retrain_assets_tests.support.waiting import wait_for_line, wait_until
 GPU_TOKEN = "test-up-gpu-token"
 
 
-def started_by_up(up: subprocess.Popen, name: str) -> psutil.Process:
-    """Return the process `up` started whose executable is `name` (a script run by Python)."""
+def started_by_up(up: subprocess.Popen, name: str, command: str | None = None) -> psutil.Process:
+    """Return the process `up` started from script `name` (run by Python), running `command`."""
     for child in psutil.Process(up.pid).children():
         with contextlib.suppress(psutil.NoSuchProcess):
-            if any(Path(part).name == name for part in child.cmdline()[:2]):
+            argv = child.cmdline()
+            at = next((i for i, part in enumerate(argv[:2]) if Path(part).name == name), None)
+            if at is not None and (command is None or argv[at + 1 : at + 2] == [command]):
                 return child
-    pytest.fail(f"`up` started no {name}")
+    pytest.fail(f"`up` started no {name} {command or ''}".rstrip())
 
 
 def restarted_child(up: subprocess.Popen, name: str, old_pid: int) -> bool:
@@ -95,10 +97,10 @@ def test_up_serves_dagster_on_postgres_and_stops_cleanly_on_sigterm(tmp_path):
         assert requests.get(f"{gpu_url}/jobs/x", headers=wrong, timeout=10).status_code == 401
         right = {"Authorization": f"Bearer {GPU_TOKEN}"}
         assert requests.get(f"{gpu_url}/jobs/x", headers=right, timeout=10).status_code == 404
-        gpu_service = started_by_up(up, "retrain-assets")
-        assert gpu_service.cmdline()[2] == "gpu-service"
-        for name in ("dagster-webserver", "dagster-daemon"):  # the clients of the service
-            child_env = started_by_up(up, name).environ()
+        gpu_service = started_by_up(up, "retrain-assets", "gpu-service")
+        clients = [("retrain-assets", "webserver"), ("dagster-daemon", None)]
+        for name, command in clients:  # the clients of the service
+            child_env = started_by_up(up, name, command).environ()
             assert child_env["RETRAIN_GPU_URL"] == gpu_url
             assert child_env["RETRAIN_GPU_TOKEN"] == GPU_TOKEN
             assert child_env["MLFLOW_TRACKING_URI"] == mlflow_url

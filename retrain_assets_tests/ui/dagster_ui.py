@@ -44,21 +44,18 @@ def open_materialize_dialog(journey: Journey, asset: str) -> Locator:
 
 
 def open_job_launchpad(journey: Journey, job: str) -> None:
-    """Open a job's launchpad: Jobs → `job`, the arrow beside "Materialize…", Open launchpad.
+    """Open a job's own launchpad (`/locations/retrain_assets/jobs/<job>/playground`).
 
-    The launchpad runs the whole job. "Materialize…" on a job's page launches only the job's
-    assets and their own checks, so a check of another asset in the job (deploy_model's
-    blocking check on registered_model) would not run.
+    Only this launchpad runs the whole job. Dagster 1.13's other ways to launch an asset job
+    from its page (Materialize…, and the asset launchpad behind the arrow beside it) launch
+    the job's assets with their own checks only: deploy_model's blocking check on
+    registered_model would not run, and deployed_model refuses (seen in this journey).
     """
-    page = journey.page
-    journey.open(f"/locations/retrain_assets/jobs/{job}")
-    materialize = page.get_by_role("button", name="Materialize…")
-    journey.wait_visible(materialize, PAGE_SECONDS, f"{job}'s Materialize… button")
-    materialize.locator("xpath=following::button[1]").click()
-    item = page.get_by_role("menuitem", name="Open launchpad")
-    journey.wait_visible(item, PAGE_SECONDS, f"{job}'s Open launchpad").click()
+    journey.open(f"/locations/retrain_assets/jobs/{job}/playground")
     journey.wait_visible(
-        page.get_by_placeholder("Partition"), PAGE_SECONDS, f"{job}'s launchpad partition box"
+        journey.page.get_by_placeholder("Partition"),
+        PAGE_SECONDS,
+        f"{job}'s launchpad partition box",
     )
 
 
@@ -73,8 +70,15 @@ def launch_from_launchpad(journey: Journey, partition: str) -> str:
     journey.wait_for(launch.is_enabled, PAGE_SECONDS, "Launch Run enabled (the config loaded)")
     journey.shot(f"{partition} chosen in the launchpad")
     launch.click()
-    journey.wait_for(lambda: RUN_ID.search(page.url), PAGE_SECONDS, "the launched run's page")
-    return RUN_ID.search(page.url).group(1)
+
+    def shown_run() -> re.Match | None:
+        # the UI moves to the run with history.pushState, which page.url does not always see
+        return RUN_ID.search(page.evaluate("() => window.location.pathname"))
+
+    journey.wait_for(shown_run, PAGE_SECONDS, "the launched run's page")
+    found = shown_run()
+    assert found, "the launched run's page moved away"
+    return found.group(1)
 
 
 def choose_day_range(journey: Journey, dialog: Locator, first: str, last: str, count: int) -> None:

@@ -7,16 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from retrain_assets.automation.handoff import RUN_KEY_TAG
+from retrain_assets_tests.support.candidate_runs import FINISHED, candidate_runs
 from retrain_assets_tests.support.platform import RunningPlatform
 from retrain_assets_tests.support.waiting import wait_until
-
-RUNS_TAGGED = """
-query Runs($tags: [ExecutionTag!]) {
-  runsOrError(filter: {tags: $tags}) { ... on Runs { results { runId status } } }
-}
-"""
-FINISHED = {"SUCCESS", "FAILURE", "CANCELED"}
 
 
 @dataclass(frozen=True)
@@ -46,8 +39,7 @@ def candidate_run(platform: RunningPlatform, run_key: str) -> dict | None:
     The hand-off requests `candidate-<run key>-<attempt>` and tags every attempt with the run
     key; the newest attempt is the one that counts (runs come newest first).
     """
-    tags = [{"key": RUN_KEY_TAG, "value": run_key}]
-    runs = platform.graphql(RUNS_TAGGED, {"tags": tags})["runsOrError"]["results"]
+    runs = candidate_runs(platform, run_key)
     return runs[0] if runs else None
 
 
