@@ -23,6 +23,7 @@ from retrain_assets.models.gate_results import GateResult, record_gate_result
 from retrain_assets.store.migrations import migrate
 from retrain_assets.store.snapshots import SnapshotRecord, publish_snapshot
 from retrain_assets_tests.deployment.contract import Predict, serve_rows
+from retrain_assets_tests.support.in_process import publish_feature_range
 
 DAYS = [dt.date(2026, 3, 1) + dt.timedelta(days=i) for i in range(5)]
 SETTINGS = RolloutSettings(
@@ -288,7 +289,6 @@ def registry_world(
 ):
     """60 days of one tenant's features published on Postgres, MLflow, fast rollout settings."""
     from retrain_assets.customers import CUSTOMERS
-    from retrain_assets.definitions import FEATURES_JOB, build_definitions
     from retrain_assets.demo.simulate import land_tenant
     from retrain_assets.demo.tenants import TenantSpec
     from retrain_assets.store.customers import register_customer
@@ -318,17 +318,6 @@ def registry_world(
     overrides = {"storage": {"postgres": {"postgres_url": pg_server.database_url("dagster")}}}
     with dg.instance_for_test(overrides=overrides) as instance:
         instance.add_dynamic_partitions(CUSTOMERS.name, [customer])
-        last = (REGISTRY_START + dt.timedelta(days=REGISTRY_DAYS - 1)).isoformat()
-        result = (
-            build_definitions()
-            .resolve_job_def(FEATURES_JOB)
-            .execute_in_process(
-                instance=instance,
-                tags={
-                    "dagster/asset_partition_range_start": REGISTRY_START.isoformat(),
-                    "dagster/asset_partition_range_end": last,
-                },
-            )
-        )
-        assert result.success
+        last = REGISTRY_START + dt.timedelta(days=REGISTRY_DAYS - 1)
+        publish_feature_range(instance, REGISTRY_START, last)
         yield RegistryWorld(instance, app_db, mlflow_uri, home, customer)

@@ -9,12 +9,12 @@ import dagster as dg
 import pytest
 
 from retrain_assets.customers import CUSTOMERS
-from retrain_assets.definitions import FEATURES_JOB, build_definitions
 from retrain_assets.demo.simulate import land_tenant
 from retrain_assets.store.migrations import migrate
 from retrain_assets.store.server import PostgresServer, ensure_database
 from retrain_assets_tests.gpu.service_process import TOKEN, running_service
 from retrain_assets_tests.models.world import DAYS, START, TENANTS, ModelWorld
+from retrain_assets_tests.support.in_process import publish_feature_range
 
 
 @pytest.fixture
@@ -47,24 +47,13 @@ def model_world(
         monkeypatch.setenv("RETRAIN_GPU_URL", service.url)
         monkeypatch.setenv("RETRAIN_GPU_TOKEN", TOKEN)
         instance.add_dynamic_partitions(CUSTOMERS.name, [s.name for s in TENANTS])
-        last = (START + dt.timedelta(days=DAYS - 1)).isoformat()
-        result = (
-            build_definitions()
-            .resolve_job_def(FEATURES_JOB)
-            .execute_in_process(
-                instance=instance,
-                tags={
-                    "dagster/asset_partition_range_start": START.isoformat(),
-                    "dagster/asset_partition_range_end": last,
-                },
-            )
-        )
-        assert result.success
+        last = START + dt.timedelta(days=DAYS - 1)
+        publish_feature_range(instance, START, last)
         yield ModelWorld(
             instance=instance,
             service=service,
             db=app_db,
-            last_day=last,
+            last_day=last.isoformat(),
             mlflow_uri=mlflow_uri,
             home=home,
         )
