@@ -18,20 +18,25 @@ import argparse
 import datetime as dt
 import os
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from retrain_assets.demo.simulate import landed_days
-from retrain_assets.demo.tenants import DEMO_TENANTS
-from retrain_assets.runtime.demo_mode import DEFAULT_DAY_SECONDS
-from retrain_assets_tests.support.demo_milestones import (
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # the platform helpers live in the test package
+    sys.path.insert(0, str(ROOT))
+
+from retrain_assets.demo.simulate import landed_days  # noqa: E402
+from retrain_assets.demo.tenants import DEMO_TENANTS  # noqa: E402
+from retrain_assets.runtime.demo_mode import DEFAULT_DAY_SECONDS  # noqa: E402
+from retrain_assets_tests.support.demo_milestones import (  # noqa: E402
     FIRST_SIMULATED_DAY,
     MILESTONES,
     reached,
     timeline,
 )
-from retrain_assets_tests.support.platform import running_platform
+from retrain_assets_tests.support.platform import running_platform  # noqa: E402
 
 
 def simulated_days_landed(landing: str) -> int:

@@ -27,7 +27,7 @@ from retrain_assets_tests.models.test_training_flow import (
 
 
 def test_profile_candidate_run(model_world):
-    instance = model_world["instance"]
+    instance = model_world.instance
     materialize(instance, [training_job], train_config(**STRONG))
     request = poll_until_requested(instance, seconds=300)
     profile = cProfile.Profile()
