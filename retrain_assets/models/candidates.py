@@ -16,9 +16,6 @@ from upath import UPath
 from retrain_assets.gpu.protocol import Artifact
 from retrain_assets.store.database import one_row, transaction
 
-if TYPE_CHECKING:  # imported where used: loading the code location skips LightGBM
-    import lightgbm
-
 if TYPE_CHECKING:  # lightgbm (with scikit-learn and scipy) is imported where a model is loaded
     import lightgbm
 

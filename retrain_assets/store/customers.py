@@ -5,7 +5,7 @@ from __future__ import annotations
 from psycopg2.extras import execute_values
 
 from retrain_assets.customers import validate_customer_name
-from retrain_assets.store.database import one_row, transaction
+from retrain_assets.store.database import transaction
 
 
 def register_customer(url: str, name: str, country: str | None, added_by: str) -> bool:
@@ -13,17 +13,7 @@ def register_customer(url: str, name: str, country: str | None, added_by: str) -
 
     A later call with a country fills in a country that was unknown; it never overwrites one.
     """
-    validate_customer_name(name)
-    with transaction(url) as cur:
-        cur.execute(
-            """
-            INSERT INTO customers (name, country, added_by) VALUES (%s, %s, %s)
-            ON CONFLICT (name) DO UPDATE SET country = coalesce(customers.country, EXCLUDED.country)
-            RETURNING (xmax = 0)
-            """,
-            (name, country.upper() if country else None, added_by),
-        )
-        return bool(one_row(cur)[0])
+    return register_customers(url, {name: country}, added_by) == 1
 
 
 def customer_countries(url: str) -> dict[str, str | None]:
@@ -34,10 +24,11 @@ def customer_countries(url: str) -> dict[str, str | None]:
 
 
 def register_customers(url: str, countries: dict[str, str | None], added_by: str) -> int:
-    """Record many customers in one statement (idempotent, as `register_customer`).
+    """Record many customers in one statement (idempotent); return how many were new.
 
-    Returns how many were new. A tick of `customer_discovery` over a landing zone of 100,000
-    new folders is one statement here rather than 100,000 transactions.
+    A later call with a country fills in a country that was unknown; it never overwrites one.
+    A tick of `customer_discovery` over a landing zone of 100,000 new folders is one statement
+    here rather than 100,000 transactions.
     """
     for name in countries:
         validate_customer_name(name)
