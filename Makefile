@@ -6,6 +6,10 @@ CHROMIUM ?= /usr/bin/chromium
 # per session only there (the loadgroup hook in conftest.py did not group the tests yet).
 WORKERS ?= 2
 PYTEST_WORKERS = $(if $(filter 0,$(WORKERS)),,-n $(WORKERS) --dist loadfile)
+# Some machines set PYTHONDONTWRITEBYTECODE: every process (each test worker, each run the
+# daemon launches) would compile the project and rewrite the tests' asserts again, 2-5 s each.
+# The caches go to __pycache__/, which git ignores.
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: install test test-fast lint up
 

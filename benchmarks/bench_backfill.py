@@ -6,8 +6,10 @@ fresh child process:
 
 - `dagster`: both assets over the whole range in ONE run (what `BackfillPolicy.single_run()`
   gives a backfill launched from the UI), in-process, on a Dagster instance whose storage is
-  the embedded PostgreSQL (as `retrain-assets up` deploys it; `--dagster-storage sqlite` for
-  a temporary SQLite instance), the project tables on the same server;
+  the embedded PostgreSQL through the project's pooled storage class (as `dagster.yaml`
+  configures it; `--dagster-storage postgres` for dagster-postgres' own class, which opens a
+  connection per query; `sqlite` for a temporary SQLite instance), the project tables on the
+  same server;
 - `plain`: the reference, the same computation as a plain script without Dagster (the same
   functions: validate every file, record the quarantine, write the sales days, read them
   back, compute and write the feature days, publish the snapshots).
@@ -36,6 +38,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 FIRST = dt.date(2025, 1, 1)
+POOLED_STORAGE = {
+    "module": "retrain_assets.runtime.dagster_storage",
+    "class": "PooledPostgresStorage",
+}
 COUNTRIES = ("US", "DE", "JP")
 
 
@@ -75,6 +81,14 @@ def _dagster_run(args: argparse.Namespace, server) -> Callable[[], None]:
     if args.dagster_storage == "postgres":
         dagster_db = ensure_database(server, "dagster")
         overrides = {"storage": {"postgres": {"postgres_url": dagster_db}}}
+    elif args.dagster_storage == "pooled":  # what dagster.yaml configures
+        dagster_db = ensure_database(server, "dagster")
+        pooled = {
+            "module": "retrain_assets.runtime.dagster_storage",
+            "class": "PooledPostgresStorage",
+            "config": {"postgres_url": dagster_db},
+        }
+        overrides = {"storage": {"custom": pooled}}
     job = build_definitions().resolve_job_def(FEATURES_JOB)
 
     def run() -> None:
@@ -94,9 +108,8 @@ def _dagster_run(args: argparse.Namespace, server) -> Callable[[], None]:
 
 def _plain_run(args: argparse.Namespace, app_db: str) -> Callable[[], None]:
     """Return the same computation as the run, as a plain script: the reference."""
-    from retrain_assets.store.landing_outcomes import record_outcome_days
-
     from retrain_assets.features.feature_math import SERIES
+    from retrain_assets.features.landing_outcomes import record_outcome_days
     from retrain_assets.features.lookback import LOOKBACK_DAYS
     from retrain_assets.features.parquet_store import ParquetPartitionStore
     from retrain_assets.features.sales_asset import accepted_rows, validate_days
@@ -163,7 +176,9 @@ def main() -> None:
     parser.add_argument("--stores", type=int, default=20)
     parser.add_argument("--items", type=int, default=50)
     parser.add_argument("--modes", default="dagster,plain")
-    parser.add_argument("--dagster-storage", choices=("postgres", "sqlite"), default="postgres")
+    parser.add_argument(
+        "--dagster-storage", choices=("pooled", "postgres", "sqlite"), default="pooled"
+    )
     parser.add_argument("--profile", help="write a cProfile of the (single) mode here")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -184,10 +199,11 @@ def main() -> None:
     for mode in args.modes.split(","):
         done = subprocess.run(
             [sys.executable, __file__, *sys.argv[1:], "--child", mode],
-            check=True,
             capture_output=True,
             text=True,
         )
+        if done.returncode != 0:
+            sys.exit(f"mode {mode} failed (exit {done.returncode}):\n{done.stderr[-6000:]}")
         results[mode] = json.loads(done.stdout.strip().splitlines()[-1])
     load = os.getloadavg()[0]
     print(

@@ -109,7 +109,7 @@ def main() -> int:
     parser.add_argument("--poll-interval", type=int, default=10)
     parser.add_argument("--timeout", type=float, default=1500.0)
     args = parser.parse_args()
-    from retrain_assets_tests.running_platform import running_platform
+    from retrain_assets_tests.support.platform import running_platform
 
     env = {
         "RETRAIN_DEMO_DAY_SECONDS": "0",

@@ -194,9 +194,8 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # stop the webserver on the way out
-    from retrain_assets_tests.running_platform import running_webserver
-
     from retrain_assets.store.server import start_server
+    from retrain_assets_tests.support.platform import running_webserver
 
     work = Path(tempfile.mkdtemp(prefix="bench-ui-"))
     os.environ["RETRAIN_HOME"] = str(work)

@@ -1,6 +1,6 @@
-import uuid
 from collections.abc import Iterator
 
+import dagster as dg
 import pytest
 
 from retrain_assets.store.server import (
@@ -8,6 +8,14 @@ from retrain_assets.store.server import (
     ensure_database,
     start_server,
     stop_embedded_server,
+)
+from retrain_assets_tests.support.databases import (
+    DatabasePool,
+    Slot,
+    make_pool,
+    postgres_storage,
+    skip_durability,
+    stop_without_checkpoint,
 )
 from retrain_assets_tests.support.mlflow_server import running_mlflow
 from retrain_assets_tests.support.platform import RunningPlatform, running_platform
@@ -35,19 +43,58 @@ def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgresServ
 
     The embedded server is stopped when the session ends, not left to pgserver's atexit hook:
     a pytest-xdist worker exits without running atexit hooks, which left its server running.
+    Its data is thrown away, so it stops without writing its buffers out first.
     """
     home = tmp_path_factory.mktemp("home")
     server = start_server(home)
+    if server.embedded:
+        skip_durability(server)
     yield server
     if server.embedded:
+        stop_without_checkpoint(home)
         stop_embedded_server(home)
 
 
+@pytest.fixture(scope="session")
+def database_pool(pg_server: PostgresServer) -> Iterator[DatabasePool]:
+    """Project and Dagster databases made from templates, emptied and reused between tests."""
+    pool = make_pool(pg_server)
+    yield pool
+    if not pg_server.embedded:
+        pool.drop_templates()
+
+
 @pytest.fixture
-def app_db(pg_server: PostgresServer, monkeypatch: pytest.MonkeyPatch) -> str:
-    """A fresh project database for one test."""
-    monkeypatch.setenv("RETRAIN_DB_PREFIX", f"t{uuid.uuid4().hex[:10]}_")
-    return ensure_database(pg_server, "app")
+def database_slot(database_pool: DatabasePool, monkeypatch: pytest.MonkeyPatch) -> Iterator[Slot]:
+    """This test's database name prefix (RETRAIN_DB_PREFIX), given back emptied afterwards."""
+    with database_pool.lease() as slot:
+        monkeypatch.setenv("RETRAIN_DB_PREFIX", slot.prefix)
+        yield slot
+
+
+@pytest.fixture
+def app_db(database_pool: DatabasePool, database_slot: Slot) -> str:
+    """A migrated project database holding no row, this test's alone."""
+    return database_pool.url(database_slot, "app")
+
+
+@pytest.fixture
+def empty_db(app_db: str, pg_server: PostgresServer) -> str:
+    """An empty database under the test's prefix, for the tests of the migrations themselves."""
+    return ensure_database(pg_server, "empty")
+
+
+@pytest.fixture
+def dagster_db(database_pool: DatabasePool, database_slot: Slot) -> str:
+    """This test's Dagster database (the `dagster` purpose under its prefix), schema made."""
+    return database_pool.url(database_slot, "dagster")
+
+
+@pytest.fixture
+def dagster_instance(dagster_db: str) -> Iterator[dg.DagsterInstance]:
+    """A test instance whose storage is the test's own PostgreSQL database, as `up` deploys."""
+    with dg.instance_for_test(overrides=postgres_storage(dagster_db)) as instance:
+        yield instance
 
 
 @pytest.fixture(scope="session")

@@ -25,9 +25,7 @@ from retrain_assets.models.training_job_asset import training_job
 from retrain_assets.policy.rule import APPROVAL_JOB
 from retrain_assets.store.customers import customer_countries
 from retrain_assets.store.database import transaction
-from retrain_assets.store.migrations import migrate
 from retrain_assets.store.resource import ProjectDatabase
-from retrain_assets.store.server import ensure_database
 
 DAY = dt.date(2025, 1, 1)
 TENANT = TenantSpec("alpha-us", "US", stores=2, items=3, seed=1)
@@ -35,7 +33,12 @@ ESCAPING = "../x/y"
 
 
 @pytest.fixture
-def world(tmp_path: Path, app_db: str, pg_server, monkeypatch: pytest.MonkeyPatch):
+def world(
+    tmp_path: Path,
+    app_db: str,
+    dagster_instance: dg.DagsterInstance,
+    monkeypatch: pytest.MonkeyPatch,
+):
     """One tenant's landing file, a file OUTSIDE the landing root, a Postgres instance."""
     landing, storage = tmp_path / "landing", tmp_path / "storage"
     land_tenant(str(landing), TENANT, [DAY])
@@ -50,11 +53,7 @@ def world(tmp_path: Path, app_db: str, pg_server, monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("RETRAIN_GPU_URL", "http://127.0.0.1:9")
     monkeypatch.setenv("RETRAIN_GPU_TOKEN", "unused")
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:9")
-    migrate(app_db)
-    ensure_database(pg_server, "dagster")
-    overrides = {"storage": {"postgres": {"postgres_url": pg_server.database_url("dagster")}}}
-    with dg.instance_for_test(overrides=overrides) as instance:
-        yield {"instance": instance, "landing": landing, "storage": storage, "db": app_db}
+    return {"instance": dagster_instance, "landing": landing, "storage": storage, "db": app_db}
 
 
 def test_discovery_refuses_a_folder_whose_name_ends_in_a_newline(world):

@@ -7,34 +7,15 @@ reconnects; the chaos suite saw the runs page answer 500 right after an outage. 
 tracks this (dagster-io/dagster#3812, pull request #33961 adds `--db-pool-pre-ping`); until a
 release has it, `up` starts the webserver through this module, which pings a pooled
 connection on checkout and swaps a dead one for a fresh one, so no request sees the outage
-once Postgres answers again. Only this process is affected: the daemon and the runs use
-unpooled connections, opened fresh for every query.
+once Postgres answers again (`pooled_connections`). Every other process holds pooled, pinged
+connections through the project's storage class (`dagster_storage`).
 """
 
 from __future__ import annotations
 
-from typing import Any, NoReturn
+from typing import NoReturn
 
-from sqlalchemy import event, exc
-from sqlalchemy.pool import QueuePool
-
-
-def ping_on_checkout(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
-    """Raise DisconnectionError for a dead connection: the pool then opens a fresh one."""
-    try:
-        cursor = dbapi_connection.cursor()
-        try:
-            cursor.execute("SELECT 1")
-        finally:
-            cursor.close()
-    except Exception as error:  # any failure of `SELECT 1` means the connection is unusable
-        raise exc.DisconnectionError(f"pooled connection is dead: {error}") from error
-
-
-def ping_pooled_connections(target: Any = QueuePool) -> None:
-    """Check each connection of `target` (an engine, a pool, or every QueuePool) on checkout."""
-    if not event.contains(target, "checkout", ping_on_checkout):
-        event.listen(target, "checkout", ping_on_checkout)
+from retrain_assets.runtime.pooled_connections import ping_pooled_connections
 
 
 def run_webserver(host: str, port: int, workspace: str) -> NoReturn:

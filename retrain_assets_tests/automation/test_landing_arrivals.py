@@ -23,8 +23,6 @@ from retrain_assets.customers import CUSTOMERS
 from retrain_assets.definitions import FEATURES_JOB, build_definitions
 from retrain_assets.demo.simulate import land_tenant
 from retrain_assets.demo.tenants import TenantSpec
-from retrain_assets.store.migrations import migrate
-from retrain_assets.store.server import ensure_database
 from retrain_assets.store.snapshots import latest_snapshots
 
 START = dt.date(2025, 3, 1)
@@ -41,7 +39,12 @@ def day(offset: int) -> dt.date:
 
 
 @pytest.fixture
-def world(tmp_path: Path, app_db: str, pg_server, monkeypatch: pytest.MonkeyPatch):
+def world(
+    tmp_path: Path,
+    app_db: str,
+    dagster_instance: dg.DagsterInstance,
+    monkeypatch: pytest.MonkeyPatch,
+):
     """Ten landed days of two tenants, their partitions, a Postgres-backed Dagster instance."""
     landing = tmp_path / "landing"
     for spec in TENANTS:
@@ -50,12 +53,9 @@ def world(tmp_path: Path, app_db: str, pg_server, monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("RETRAIN_STORAGE_URL", str(tmp_path / "storage"))
     monkeypatch.setenv("RETRAIN_APP_PG_URL", app_db)
     monkeypatch.setenv("RETRAIN_LANDING_SETTLE_SECONDS", "0")
-    migrate(app_db)
-    ensure_database(pg_server, "dagster")
-    overrides = {"storage": {"postgres": {"postgres_url": pg_server.database_url("dagster")}}}
-    with dg.instance_for_test(overrides=overrides) as instance:
-        instance.add_dynamic_partitions(CUSTOMERS.name, [s.name for s in TENANTS])
-        yield {"instance": instance, "landing": landing, "db": app_db, "cursor": None}
+    instance = dagster_instance
+    instance.add_dynamic_partitions(CUSTOMERS.name, [s.name for s in TENANTS])
+    return {"instance": instance, "landing": landing, "db": app_db, "cursor": None}
 
 
 def tick(world) -> dg.SensorResult:

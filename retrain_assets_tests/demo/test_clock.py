@@ -10,7 +10,6 @@ from retrain_assets.deployment.records import auto_deploy_settings
 from retrain_assets.policy.thresholds import all_settings
 from retrain_assets.runtime.demo_mode import demo_day_seconds, demo_environment, start_demo
 from retrain_assets.store.database import transaction
-from retrain_assets.store.migrations import migrate
 
 SMALL = (
     TenantSpec("one-us", "US", stores=1, items=2, seed=1),
@@ -73,7 +72,6 @@ def test_demo_settings_are_defaults_the_user_overrides(monkeypatch):
 def test_the_first_demo_start_registers_each_tenant_with_its_demo_settings(
     app_db, tmp_path, monkeypatch
 ):
-    migrate(app_db)
     monkeypatch.setenv("RETRAIN_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("RETRAIN_LANDING_URL", raising=False)
     said: list[str] = []
@@ -98,7 +96,6 @@ def publish(url: str, day: dt.date) -> None:
 
 
 def test_the_clock_stays_within_a_few_days_of_the_published_features(app_db, tmp_path):
-    migrate(app_db)
     root = str(tmp_path)
     days = [dt.date(2026, 3, 1) + dt.timedelta(days=i) for i in range(5)]  # through March 5
     for spec in SMALL:

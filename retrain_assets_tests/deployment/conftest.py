@@ -20,7 +20,6 @@ from retrain_assets.deployment.rollout_machine import rollout_machine
 from retrain_assets.deployment.rollout_settings import RolloutSettings
 from retrain_assets.features.parquet_store import ParquetPartitionStore
 from retrain_assets.models.gate_results import GateResult, record_gate_result
-from retrain_assets.store.migrations import migrate
 from retrain_assets.store.snapshots import SnapshotRecord, publish_snapshot
 from retrain_assets_tests.deployment.contract import Predict, serve_rows
 from retrain_assets_tests.support.in_process import publish_feature_range
@@ -187,7 +186,6 @@ def write_feature_days(
 
 @pytest.fixture
 def world(app_db: str, tmp_path: Path) -> RolloutWorld:
-    migrate(app_db)
     actuals = write_feature_days(app_db, tmp_path / "storage", ["acme", "bolt"])
     return RolloutWorld(
         app_db, ParquetPartitionStore(str(tmp_path / "storage")), actuals, FakeRegistry(), Clock()
@@ -285,14 +283,17 @@ class RegistryWorld:
 
 @pytest.fixture
 def registry_world(
-    tmp_path: Path, app_db: str, pg_server, mlflow_uri: str, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    app_db: str,
+    dagster_instance: dg.DagsterInstance,
+    mlflow_uri: str,
+    monkeypatch: pytest.MonkeyPatch,
 ):
     """60 days of one tenant's features published on Postgres, MLflow, fast rollout settings."""
     from retrain_assets.customers import CUSTOMERS
     from retrain_assets.demo.simulate import land_tenant
     from retrain_assets.demo.tenants import TenantSpec
     from retrain_assets.store.customers import register_customer
-    from retrain_assets.store.server import ensure_database
 
     home = tmp_path / "home"
     customer = f"{REGISTRY_TENANT}-{uuid.uuid4().hex[:8]}"  # MLflow is shared by the session
@@ -312,12 +313,9 @@ def registry_world(
         monkeypatch.delenv(name, raising=False)
     for name, value in FAST_ROLLOUT.items():
         monkeypatch.setenv(name, value)
-    migrate(app_db)
     register_customer(app_db, customer, "US", "test")
-    ensure_database(pg_server, "dagster")
-    overrides = {"storage": {"postgres": {"postgres_url": pg_server.database_url("dagster")}}}
-    with dg.instance_for_test(overrides=overrides) as instance:
-        instance.add_dynamic_partitions(CUSTOMERS.name, [customer])
-        last = REGISTRY_START + dt.timedelta(days=REGISTRY_DAYS - 1)
-        publish_feature_range(instance, REGISTRY_START, last)
-        yield RegistryWorld(instance, app_db, mlflow_uri, home, customer)
+    instance = dagster_instance
+    instance.add_dynamic_partitions(CUSTOMERS.name, [customer])
+    last = REGISTRY_START + dt.timedelta(days=REGISTRY_DAYS - 1)
+    publish_feature_range(instance, REGISTRY_START, last)
+    return RegistryWorld(instance, app_db, mlflow_uri, home, customer)

@@ -14,7 +14,6 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-import lightgbm
 import numpy as np
 import pandas as pd
 
@@ -61,6 +60,8 @@ def register_version(
 ) -> str:
     """Train a LightGBM model here on `train` and register it in the platform's MLflow."""
     target = label(train) if label else train[LABEL].to_numpy(dtype=float)
+    import lightgbm  # here: importing it costs 2 s, and most importers never train
+
     booster = lightgbm.train(
         {
             "objective": "regression",

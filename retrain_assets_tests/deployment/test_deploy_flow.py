@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dagster as dg
 import mlflow
+import pytest
 
 from retrain_assets.cli import main
 from retrain_assets.deployment.advancing import advance_rollouts
@@ -22,6 +23,9 @@ from retrain_assets.registry.mlflow_registry import CHAMPION, model_name
 from retrain_assets.settings import storage_root
 from retrain_assets.store.database import transaction
 from retrain_assets_tests.deployment.contract import serve_rows
+
+# A real `mlflow server` process (the session's), as the registry and model tests use.
+pytestmark = pytest.mark.system
 
 DEPLOY = "deploy_model"
 

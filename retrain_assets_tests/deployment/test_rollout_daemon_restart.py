@@ -29,8 +29,6 @@ from retrain_assets.registry.mlflow_registry import MlflowRegistry
 from retrain_assets.runtime.environment import child_environment, prepare_dagster_home, repo_file
 from retrain_assets.store.customers import register_customer
 from retrain_assets.store.database import transaction
-from retrain_assets.store.migrations import migrate
-from retrain_assets.store.server import ensure_database
 from retrain_assets_tests.deployment.platform_helpers import days
 from retrain_assets_tests.serving.serving_process import TOKEN, ServingProcess
 from retrain_assets_tests.support.processes import start_daemon, stop_group
@@ -109,7 +107,7 @@ def request_rows(frame: pd.DataFrame) -> list[dict]:
 
 
 def test_a_daemon_killed_mid_step_resumes_the_rollout_and_promotes_once(
-    tmp_path, pg_server, app_db, mlflow_uri, monkeypatch
+    tmp_path, pg_server, app_db, dagster_db, mlflow_uri, monkeypatch
 ):
     home = tmp_path / "home"
     monkeypatch.setenv("RETRAIN_HOME", str(home))
@@ -119,8 +117,6 @@ def test_a_daemon_killed_mid_step_resumes_the_rollout_and_promotes_once(
         monkeypatch.setenv(name, value)
     for name in ("RETRAIN_LANDING_URL", "RETRAIN_STORAGE_URL"):
         monkeypatch.delenv(name, raising=False)
-    ensure_database(pg_server, "dagster")
-    migrate(app_db)
     register_customer(app_db, CUSTOMER, "US", "test")
     folders = prepare_dagster_home(repo_file("dagster.yaml"))
     for key, value in child_environment(pg_server, folders).items():

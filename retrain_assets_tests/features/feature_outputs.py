@@ -30,6 +30,7 @@ from retrain_assets.store.database import transaction
 from retrain_assets.store.migrations import migrate
 from retrain_assets.store.server import PostgresServer, ensure_database
 from retrain_assets.store.snapshots import latest_snapshots
+from retrain_assets_tests.support.databases import postgres_storage
 
 START = dt.date(2025, 1, 1)
 DAYS = 36
@@ -163,8 +164,7 @@ def feature_outputs(home: Path, server: PostgresServer) -> dict:
     db = ensure_database(server, "app")
     os.environ["RETRAIN_APP_PG_URL"] = db
     migrate(db)
-    ensure_database(server, "dagster")
-    overrides = {"storage": {"postgres": {"postgres_url": server.database_url("dagster")}}}
+    overrides = postgres_storage(ensure_database(server, "dagster"))
     last = (START + dt.timedelta(days=DAYS - 1)).isoformat()
     with dg.instance_for_test(overrides=overrides) as instance:
         instance.add_dynamic_partitions(CUSTOMERS.name, [s.name for s in TENANTS])

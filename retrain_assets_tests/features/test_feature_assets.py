@@ -15,7 +15,6 @@ from retrain_assets.features.content_hash import frame_content_hash
 from retrain_assets.features.parquet_store import ParquetPartitionStore
 from retrain_assets.features.sales_asset import FILES_CHECK
 from retrain_assets.store.database import transaction
-from retrain_assets.store.migrations import migrate
 from retrain_assets.store.snapshots import latest_snapshots
 
 START = dt.date(2025, 1, 1)
@@ -26,7 +25,12 @@ TENANTS = (
 
 
 @pytest.fixture
-def world(tmp_path: Path, app_db: str, pg_server, monkeypatch: pytest.MonkeyPatch):
+def world(
+    tmp_path: Path,
+    app_db: str,
+    dagster_instance: dg.DagsterInstance,
+    monkeypatch: pytest.MonkeyPatch,
+):
     """Landing files for two tenants over 35 days, and a Postgres-backed Dagster instance."""
     landing, storage = tmp_path / "landing", tmp_path / "storage"
     for spec in TENANTS:
@@ -34,16 +38,9 @@ def world(tmp_path: Path, app_db: str, pg_server, monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("RETRAIN_LANDING_URL", str(landing))
     monkeypatch.setenv("RETRAIN_STORAGE_URL", str(storage))
     monkeypatch.setenv("RETRAIN_APP_PG_URL", app_db)
-    migrate(app_db)
-    dagster_db = pg_server.database_url("dagster")
-    from retrain_assets.store.server import ensure_database
-
-    ensure_database(pg_server, "dagster")
-    with dg.instance_for_test(
-        overrides={"storage": {"postgres": {"postgres_url": dagster_db}}}
-    ) as instance:
-        instance.add_dynamic_partitions(CUSTOMERS.name, [s.name for s in TENANTS])
-        yield {"instance": instance, "landing": landing, "storage": storage, "db": app_db}
+    instance = dagster_instance
+    instance.add_dynamic_partitions(CUSTOMERS.name, [s.name for s in TENANTS])
+    return {"instance": instance, "landing": landing, "storage": storage, "db": app_db}
 
 
 def _run_range(instance: dg.DagsterInstance, first: str, last: str, tags=None):

@@ -15,7 +15,9 @@ from retrain_assets_tests.features.feature_outputs import feature_outputs
 GOLDEN = Path(__file__).parent / "golden" / "feature_outputs.json"
 
 
-def test_feature_outputs_match_the_golden_outputs(tmp_path, pg_server, app_db, monkeypatch):
+def test_feature_outputs_match_the_golden_outputs(
+    tmp_path, pg_server, app_db, dagster_db, monkeypatch
+):
     for name in ("RETRAIN_LANDING_URL", "RETRAIN_STORAGE_URL", "RETRAIN_APP_PG_URL"):
         monkeypatch.setenv(name, "")  # feature_outputs sets them; monkeypatch puts them back
     outputs = json.loads(json.dumps(feature_outputs(tmp_path, pg_server), sort_keys=True))

@@ -24,11 +24,10 @@ KEY = "k1"
 
 
 @pytest.fixture
-def world(db, tmp_path, monkeypatch):
+def world(db, dagster_instance, tmp_path, monkeypatch):
     monkeypatch.setenv("RETRAIN_HOME", str(tmp_path / "home"))
     GPU.__init__()  # a fresh fake service per test (jobs, calls, faults)
-    with dg.instance_for_test() as instance:
-        yield db, instance
+    return db, dagster_instance
 
 
 def tick(world) -> dg.SensorResult:

@@ -10,8 +10,7 @@ import pytest
 
 from retrain_assets.customers import CUSTOMERS
 from retrain_assets.demo.simulate import land_tenant
-from retrain_assets.store.migrations import migrate
-from retrain_assets.store.server import PostgresServer, ensure_database
+from retrain_assets.store.server import PostgresServer
 from retrain_assets_tests.gpu.service_process import TOKEN, running_service
 from retrain_assets_tests.models.world import DAYS, START, TENANTS, ModelWorld
 from retrain_assets_tests.support.in_process import publish_feature_range
@@ -22,6 +21,7 @@ def model_world(
     tmp_path: Path,
     app_db: str,
     pg_server: PostgresServer,
+    dagster_instance: dg.DagsterInstance,
     mlflow_uri: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[ModelWorld]:
@@ -37,13 +37,8 @@ def model_world(
     monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_uri)
     monkeypatch.delenv("RETRAIN_LANDING_URL", raising=False)
     monkeypatch.delenv("RETRAIN_STORAGE_URL", raising=False)
-    migrate(app_db)
-    ensure_database(pg_server, "dagster")
-    overrides = {"storage": {"postgres": {"postgres_url": pg_server.database_url("dagster")}}}
-    with (
-        dg.instance_for_test(overrides=overrides) as instance,
-        running_service(pg_url=pg_server.url, home=tmp_path / "gpu-home") as service,
-    ):
+    instance = dagster_instance
+    with running_service(pg_url=pg_server.url, home=tmp_path / "gpu-home") as service:
         monkeypatch.setenv("RETRAIN_GPU_URL", service.url)
         monkeypatch.setenv("RETRAIN_GPU_TOKEN", TOKEN)
         instance.add_dynamic_partitions(CUSTOMERS.name, [s.name for s in TENANTS])

@@ -19,8 +19,6 @@ from retrain_assets.models.training_job_asset import training_job
 from retrain_assets.registry.mlflow_registry import MlflowRegistry
 from retrain_assets.runtime.environment import child_environment, prepare_dagster_home, repo_file
 from retrain_assets.settings import storage_root
-from retrain_assets.store.migrations import migrate
-from retrain_assets.store.server import ensure_database
 from retrain_assets_tests.gpu.service_process import TOKEN, running_service
 from retrain_assets_tests.models.world import START, TENANTS
 from retrain_assets_tests.support.processes import start_daemon, stop_group
@@ -50,7 +48,7 @@ def wait_for(condition, seconds: float, what: str, log: Path) -> None:
 
 
 def test_a_killed_daemon_resumes_the_wait_and_fetches_exactly_one_candidate(
-    tmp_path, pg_server, app_db, mlflow_uri, monkeypatch
+    tmp_path, pg_server, app_db, dagster_db, mlflow_uri, monkeypatch
 ):
     home = tmp_path / "home"
     monkeypatch.setenv("RETRAIN_HOME", str(home))
@@ -61,8 +59,6 @@ def test_a_killed_daemon_resumes_the_wait_and_fetches_exactly_one_candidate(
     monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_uri)
     for name in ("RETRAIN_LANDING_URL", "RETRAIN_STORAGE_URL", "RETRAIN_APP_PG_URL"):
         monkeypatch.delenv(name, raising=False)
-    ensure_database(pg_server, "dagster")
-    migrate(app_db)
     with running_service(pg_url=pg_server.url, home=tmp_path / "gpu-home") as service:
         monkeypatch.setenv("RETRAIN_GPU_URL", service.url)
         monkeypatch.setenv("RETRAIN_GPU_TOKEN", TOKEN)

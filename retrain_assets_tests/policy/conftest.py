@@ -7,7 +7,6 @@ from collections.abc import Callable
 import pytest
 
 from retrain_assets.store.customers import register_customer
-from retrain_assets.store.migrations import migrate
 from retrain_assets.store.snapshots import SnapshotRecord, publish_snapshot
 from retrain_assets_tests.policy.days import day
 
@@ -17,7 +16,6 @@ Publish = Callable[..., None]
 @pytest.fixture
 def db(app_db: str) -> str:
     """A migrated project database with customers `acme` and `bolt`."""
-    migrate(app_db)
     for name in ("acme", "bolt"):
         register_customer(app_db, name, "US", "test")
     return app_db

@@ -28,10 +28,9 @@ from retrain_assets_tests.policy.days import day
 
 
 @pytest.fixture
-def instance():
-    with dg.instance_for_test() as instance:
-        instance.add_dynamic_partitions(CUSTOMERS.name, ["acme", "bolt"])
-        yield instance
+def instance(dagster_instance: dg.DagsterInstance) -> dg.DagsterInstance:
+    dagster_instance.add_dynamic_partitions(CUSTOMERS.name, ["acme", "bolt"])
+    return dagster_instance
 
 
 def tick(instance, db, tmp_path) -> dg.SensorResult:

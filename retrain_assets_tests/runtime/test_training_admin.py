@@ -17,7 +17,6 @@ from retrain_assets.runtime.training_admin import (
     retry_training,
 )
 from retrain_assets.settings import storage_root
-from retrain_assets.store.migrations import migrate
 from retrain_assets.store.resource import ProjectDatabase
 from retrain_assets_tests.machines.training_services import GPU, SPEC, FakeGpuResource
 
@@ -25,12 +24,10 @@ KEY = "k1"
 
 
 @pytest.fixture
-def world(app_db, tmp_path, monkeypatch):
-    migrate(app_db)
+def world(app_db, dagster_instance, tmp_path, monkeypatch):
     monkeypatch.setenv("RETRAIN_HOME", str(tmp_path / "home"))
     GPU.__init__()
-    with dg.instance_for_test() as instance:
-        yield app_db, instance
+    return app_db, dagster_instance
 
 
 def tick(db, instance) -> dg.SensorResult:

@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
-from retrain_assets.runtime.webserver import ping_on_checkout, ping_pooled_connections
+from retrain_assets.runtime.pooled_connections import ping_on_checkout, ping_pooled_connections
 from retrain_assets.store.server import libpq_url
 
 SELECT_PID = sa.text("SELECT pg_backend_pid()")

@@ -5,7 +5,6 @@ import datetime as dt
 from retrain_assets.features.landing_outcomes import ESCAPED_KEY, record_outcomes
 from retrain_assets.features.validation import validate_file
 from retrain_assets.store.database import transaction
-from retrain_assets.store.migrations import migrate
 
 DAY = dt.date(2026, 1, 2)
 HEADER = "date,store_id,item_id,units_sold,price,on_promo,stock_on_hand"
@@ -23,7 +22,6 @@ def _unescaped(raw: dict) -> dict:
 
 
 def test_rows_with_nul_and_other_control_characters_are_stored_and_read_back_whole(app_db):
-    migrate(app_db)
     outcome = validate_file(
         f"{HEADER},colour\n"
         "2026-01-02,S\x001,Käse,3,2.5,0,4,red\n"  # NUL in a value

@@ -12,9 +12,9 @@ def test_the_getter_has_no_side_effect():
         resource.connection_url()  # no connection tried: the server does not exist
 
 
-def test_prepare_migrates_and_the_getter_returns_its_url(app_db: str):
-    resource = ProjectDatabase(url=app_db)
-    assert resource.prepare() == app_db == resource.connection_url()
-    with transaction(app_db) as cur:
+def test_prepare_migrates_and_the_getter_returns_its_url(empty_db: str):
+    resource = ProjectDatabase(url=empty_db)
+    assert resource.prepare() == empty_db == resource.connection_url()
+    with transaction(empty_db) as cur:
         cur.execute("SELECT count(*) FROM customers")  # the tables exist now
         assert cur.fetchone()[0] == 0
