@@ -21,7 +21,7 @@ install: $(VENV)/bin/python
 	$(VENV)/bin/python -m pip install --quiet -e '.[dev]'
 
 test: lint $(CHROMIUM)
-	$(VENV)/bin/python -m pytest
+	$(VENV)/bin/python -m pytest --durations=20
 
 # Everything but the process-level tests (no platform, no browser): the quick loop.
 test-fast: lint

@@ -126,7 +126,8 @@ def test_up_serves_dagster_on_postgres_and_stops_cleanly_on_sigterm(tmp_path):
         mlflow_server = started_by_up(up, "mlflow")
 
         info = graphql(port, "{ instance { info } }")["instance"]["info"]
-        assert "PostgresRunStorage" in info and "PostgresEventLogStorage" in info
+        # dagster.yaml's PooledPostgresStorage: dagster-postgres' run storage, the caching event log
+        assert "PostgresRunStorage" in info and "TableCachingEventLogStorage" in info
         server_url = wait_for_line(r"^\s+Postgres\s+(\S+)$", output).group(1)
         assert "host=" in server_url  # the embedded server, on its Unix socket
         assert {"runs", "event_logs", "instance_info"} <= dagster_tables(server_url)
