@@ -38,6 +38,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 FIRST = dt.date(2025, 1, 1)
+# the storage class dagster.yaml names
 POOLED_STORAGE = {
     "module": "retrain_assets.runtime.dagster_storage",
     "class": "PooledPostgresStorage",
@@ -83,11 +84,7 @@ def _dagster_run(args: argparse.Namespace, server) -> Callable[[], None]:
         overrides = {"storage": {"postgres": {"postgres_url": dagster_db}}}
     elif args.dagster_storage == "pooled":  # what dagster.yaml configures
         dagster_db = ensure_database(server, "dagster")
-        pooled = {
-            "module": "retrain_assets.runtime.dagster_storage",
-            "class": "PooledPostgresStorage",
-            "config": {"postgres_url": dagster_db},
-        }
+        pooled = {**POOLED_STORAGE, "config": {"postgres_url": dagster_db}}
         overrides = {"storage": {"custom": pooled}}
     job = build_definitions().resolve_job_def(FEATURES_JOB)
 
