@@ -22,6 +22,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,6 +53,7 @@ BIG, MID, SMALL = "northwind-us", "lindenhof-de", "sakura-jp"  # 240, 100, 45 ro
 HISTORY = days(29, 31, "2026-01") + days(1, 28, "2026-02") + days(1, 3, "2026-03")
 NEW_WEEK = days(4, 10, "2026-03")
 OLD_WEEK = days(1, 7, "2026-02")
+POLICY_INTERVAL = 2  # seconds between the policy's ticks in this module
 SENSOR = """
 query Sensor($selector: SensorSelector!) {
   sensorOrError(sensorSelector: $selector) {
@@ -104,10 +106,15 @@ def machine_state(platform: RunningPlatform, customer: str) -> str | None:
     return rows[0][0] if rows else None
 
 
-def ticks(platform: RunningPlatform) -> list[dict]:
-    """Return the policy sensor's latest finished ticks, newest first, as the UI shows them."""
+def all_ticks(platform: RunningPlatform) -> list[dict]:
+    """Return the policy sensor's latest ticks, newest first, as the UI shows them."""
     sensor = platform.graphql(SENSOR, {"selector": SELECTOR})["sensorOrError"]
-    return [t for t in sensor["sensorState"]["ticks"] if t["status"] != "STARTED"]
+    return sensor["sensorState"]["ticks"]
+
+
+def ticks(platform: RunningPlatform) -> list[dict]:
+    """Return the policy sensor's latest finished ticks, newest first."""
+    return [t for t in all_ticks(platform) if t["status"] != "STARTED"]
 
 
 def wait_for_ticks(platform: RunningPlatform, after: float, count: int = 1) -> list[dict]:
@@ -145,7 +152,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     test looks at the ticks after both are over.
     """
     fast = {
-        "RETRAIN_POLICY_INTERVAL_SECONDS": "2",
+        "RETRAIN_POLICY_INTERVAL_SECONDS": str(POLICY_INTERVAL),
         "RETRAIN_POLL_INTERVAL_SECONDS": "2",
         "RETRAIN_LANDING_AUTOMATION": "off",
     }  # these tests publish each day themselves
@@ -278,31 +285,64 @@ def test_new_days_crossing_the_volume_threshold_make_one_decision_and_one_run(wo
     assert f"{SMALL}: not enough history yet: 41 of 60" in reasons[0]
 
 
-def test_the_same_tick_evaluated_twice_requests_one_run(world):
-    """A tick whose requests were lost (the daemon died) and then evaluated again."""
-    platform = world.platform
-    done = cli(platform, "policy", "set", SMALL, "--min-history-days", "30")
-    assert done.returncode == 0, done.stderr
+@contextmanager
+def policy_stopped(platform: RunningPlatform) -> Iterator[None]:
+    """Stop the daemon's policy sensor and wait out a tick in flight; start it again on exit.
+
+    A tick the daemon began before the stop still finishes (and may request runs); it may
+    also be recorded a moment after the stop. So the stop counts once two looks, two policy
+    intervals apart, find no tick STARTED and the same newest tick. The sensor is started
+    again even when the body fails: a stopped policy would time out every later test.
+    """
     sensor = platform.graphql(SENSOR, {"selector": SELECTOR})["sensorOrError"]
     stopped = platform.graphql(STOP, {"id": sensor["id"]})["stopSensor"]
     assert stopped["__typename"] == "StopSensorMutationResult", stopped
-    env = platform.environment()
-    with pytest.MonkeyPatch.context() as patch:
-        for key, value in env.items():
-            if key.startswith("RETRAIN_") or key == "DAGSTER_HOME":
-                patch.setenv(key, value)
-        with dg.DagsterInstance.get() as instance:
-            resources = {"project_db": ProjectDatabase(), "partition_storage": PartitionStorage()}
-            first = retraining_policy(dg.build_sensor_context(instance, resources=resources))
-            again = retraining_policy(dg.build_sensor_context(instance, resources=resources))
-    mine = [r for r in first.run_requests if r.partition_key == SMALL]
-    assert len(mine) == 1
-    assert [r.run_key for r in again.run_requests if r.partition_key == SMALL] == [mine[0].run_key]
-    ours = [row for row in decisions(platform) if row[1] == SMALL]
-    assert len(ours) == 1 and ours[0][4] is None  # decided once, not launched yet
+    looks: list[tuple] = []
 
-    started = platform.graphql(START, {"selector": SELECTOR})["startSensor"]
-    assert started["__typename"] == "Sensor", started
+    def quiet() -> bool:
+        seen = all_ticks(platform)
+        looks.append(tuple((t["timestamp"], t["status"]) for t in seen[:1]))
+        settled = all(t["status"] != "STARTED" for t in seen)
+        return settled and len(looks) > 1 and looks[-1] == looks[-2]
+
+    try:
+        wait_until(quiet, 60, "the policy's last tick to end", interval=2 * POLICY_INTERVAL)
+        yield
+    finally:
+        started = platform.graphql(START, {"selector": SELECTOR})["startSensor"]
+        assert started["__typename"] == "Sensor", started
+
+
+def test_the_same_tick_evaluated_twice_requests_one_run(world):
+    """A tick whose requests were lost (the daemon died) and then evaluated again.
+
+    The setting changes only once the daemon's sensor is stopped: set before, a daemon tick
+    could decide for sakura-jp (and launch it) before the two evaluations here.
+    """
+    platform = world.platform
+    with policy_stopped(platform):
+        done = cli(platform, "policy", "set", SMALL, "--min-history-days", "30")
+        assert done.returncode == 0, done.stderr
+        env = platform.environment()
+        with pytest.MonkeyPatch.context() as patch:
+            for key, value in env.items():
+                if key.startswith("RETRAIN_") or key == "DAGSTER_HOME":
+                    patch.setenv(key, value)
+            with dg.DagsterInstance.get() as instance:
+                resources = {
+                    "project_db": ProjectDatabase(),
+                    "partition_storage": PartitionStorage(),
+                }
+                first = retraining_policy(dg.build_sensor_context(instance, resources=resources))
+                again = retraining_policy(dg.build_sensor_context(instance, resources=resources))
+        mine = [r for r in first.run_requests if r.partition_key == SMALL]
+        assert len(mine) == 1, first.skip_reason
+        assert [r.run_key for r in again.run_requests if r.partition_key == SMALL] == [
+            mine[0].run_key
+        ]
+        ours = [row for row in decisions(platform) if row[1] == SMALL]
+        assert len(ours) == 1 and ours[0][4] is None  # decided once, not launched yet
+
     wait_until(
         lambda: any(
             r["tags"].get("retrain/decision_id") == str(ours[0][0]) for r in training_runs(platform)
