@@ -9,10 +9,9 @@ back from what the platform recorded, so nothing of the benchmark sits in the me
 
 - the GPU job's `finished_at` (the GPU service's `jobs` table),
 - the candidate run's events in the Dagster event log (`RUN_ENQUEUED` is the poller's request;
-  `RUN_DEQUEUED`, `RUN_STARTING` and `RUN_START` the queue and the run worker's start;
-  `STEP_WORKER_STARTING` / `STEP_START` / `STEP_SUCCESS` per step, which with the multiprocess
-  executor includes starting each step's process; `ASSET_MATERIALIZATION` of
-  `registered_model`).
+  `RUN_STARTING` the queue's launch, `RUN_START` the run worker's start; `STEP_START` /
+  `STEP_SUCCESS` per step; `ASSET_MATERIALIZATION` of `registered_model`). Run events are
+  stored under their old names (`PIPELINE_ENQUEUED`...), read back through `DagsterEventType`.
 
 Each row is one customer's latest successful candidate run. Figures are seconds.
 
@@ -36,10 +35,11 @@ if str(ROOT) not in sys.path:  # the platform helpers live in the test package
     sys.path.insert(0, str(ROOT))
 
 DEMO = ("northwind-us", "lindenhof-de", "sakura-jp")
+CANDIDATE_STEP = "model_candidate"
+GATE_STEP = "model_candidate_beats_champion"  # not the deploy-time challenger_beats_champion_now
 PHASES = (
     ("to request", "job finished", "RUN_ENQUEUED"),
-    ("queued", "RUN_ENQUEUED", "RUN_DEQUEUED"),
-    ("launch", "RUN_DEQUEUED", "RUN_STARTING"),
+    ("queued and launched", "RUN_ENQUEUED", "RUN_STARTING"),  # the queue logs no dequeue event
     ("run worker start", "RUN_STARTING", "RUN_START"),
     ("model_candidate", "RUN_START", "model_candidate done"),
     ("beats_champion", "model_candidate done", "beats_champion done"),
@@ -71,6 +71,8 @@ def candidate_runs(platform) -> dict[str, str]:
 
 def run_events(platform, run_id: str) -> dict[str, float]:
     """Return the first time of each event of interest in a run (epoch seconds)."""
+    import dagster as dg
+
     found: dict[str, float] = {}
     rows = platform.query(
         "dagster",
@@ -78,16 +80,16 @@ def run_events(platform, run_id: str) -> dict[str, float]:
         " AND dagster_event_type IS NOT NULL ORDER BY id",
         (run_id,),
     )
-    for kind, step, event in rows:
+    for stored, step, event in rows:
+        kind = dg.DagsterEventType(stored).name  # run events are stored as PIPELINE_*
         at = json.loads(event)["timestamp"]
         found.setdefault(kind, at)
         if step:
             found.setdefault(f"{step} {kind}", at)
-        if kind == "STEP_SUCCESS" and step:
-            if step == "model_candidate":
-                found["model_candidate done"] = at
-            elif "beats_champion" in step:
-                found["beats_champion done"] = at
+        if kind == "STEP_SUCCESS" and step == CANDIDATE_STEP:
+            found.setdefault("model_candidate done", at)
+        if kind == "STEP_SUCCESS" and step == GATE_STEP:
+            found.setdefault("beats_champion done", at)
         if kind == "ASSET_MATERIALIZATION" and '"registered_model"' in event:
             found.setdefault("registered", at)
     return found
@@ -121,7 +123,8 @@ def main() -> int:
         running_platform(Path(work), env=env) as platform,
     ):
         print(f"platform ready after {time.monotonic() - started:.0f} s", flush=True)
-        while set(registered(platform)) < set(DEMO):
+        # registered is not the end: the run's later steps (deploy) may still be running
+        while not set(DEMO) <= set(registered(platform)) & set(candidate_runs(platform)):
             if time.monotonic() - started > args.timeout:
                 print(f"timed out; registered: {sorted(registered(platform))}", flush=True)
                 for run_id, kind, event in platform.query(
@@ -134,7 +137,20 @@ def main() -> int:
             time.sleep(2)
         print(f"all registered after {time.monotonic() - started:.0f} s", flush=True)
         rows = []
-        for customer, run_id in sorted(candidate_runs(platform).items()):
+        runs = candidate_runs(platform)
+        for customer in sorted(set(DEMO) - set(runs)):
+            print(f"  {customer}: registered without a hand-off run; its runs:", flush=True)
+            for run_id, status, tags in platform.query(
+                "dagster",
+                "SELECT r.run_id, r.status, string_agg(a.key || '=' || a.value, ' ')"
+                " FROM runs r JOIN run_tags t ON t.run_id = r.run_id AND t.key = 'customer'"
+                " AND t.value = %s JOIN run_tags a ON a.run_id = r.run_id"
+                " WHERE a.key LIKE 'retrain/%%' OR a.key LIKE 'dagster/%%'"
+                " GROUP BY r.run_id, r.status, r.id ORDER BY r.id",
+                (customer,),
+            ):
+                print(f"    {run_id[:8]} {status} {tags}", flush=True)
+        for customer, run_id in sorted(runs.items()):
             [(run_key,)] = platform.query(
                 "dagster",
                 "SELECT value FROM run_tags WHERE run_id = %s AND key = 'retrain/run_key'",
@@ -170,6 +186,12 @@ def main() -> int:
             and "RUN_START" in times
         }
         print(f"  {customer} step events after RUN_START: {steps}")
+        run_level = {
+            key: round(value - times["job finished"], 1)
+            for key, value in sorted(times.items(), key=lambda item: item[1])
+            if key.startswith("RUN_")
+        }
+        print(f"  {customer} run events after the job finished: {run_level}")
     return 0
 
 

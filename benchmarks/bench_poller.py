@@ -22,7 +22,9 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
+import cProfile
 import os
+import pstats
 import secrets
 import shutil
 import statistics
@@ -302,8 +304,8 @@ def db_now(url: str) -> Any:
     return query(url, "SELECT clock_timestamp()")[0][0]
 
 
-def measure_ticks(here: World, ticks: int) -> TickResult:
-    """Time the sensor, then each of its pieces on its own."""
+def measure_ticks(here: World, ticks: int, profile: str | None = None) -> TickResult:
+    """Time the sensor, then each of its pieces on its own; cProfile the last tick if asked."""
     import dagster as dg
 
     from retrain_assets.automation.gpu_job_poller import gpu_job_poller
@@ -331,7 +333,14 @@ def measure_ticks(here: World, ticks: int) -> TickResult:
         )
         before = db_now(here.app_url)
         reset_peak()
+        profiler = cProfile.Profile() if profile and index == ticks - 1 else None
+        if profiler:
+            profiler.enable()
         seconds, result = timed(lambda context=context: gpu_job_poller(context))
+        if profiler:
+            profiler.disable()
+            profiler.dump_stats(profile)
+            pstats.Stats(profiler).sort_stats("cumulative").print_stats(30)
         peaks.append(peak_mib())
         # A deferred pointer is one the tick did not touch: its updated_at predates the tick.
         (untouched,) = query(
@@ -529,6 +538,7 @@ def main() -> None:
         default=None,
         help="enter only this many customers through the service; copy the rest in SQL",
     )
+    parser.add_argument("--profile", help="write a cProfile of each size's last tick here")
     args = parser.parse_args()
     sizes = [int(size) for size in args.sizes.split(",") if size]
 
@@ -552,7 +562,7 @@ def main() -> None:
     results = []
     for n in sizes:
         with world(server, home, dataset, n, args.threads, real=args.real) as here:
-            results.append(measure_ticks(here, args.ticks))
+            results.append(measure_ticks(here, args.ticks, args.profile))
     cost = None
     if not args.skip_waiting_cost:
         cost = measure_waiting(
