@@ -137,20 +137,7 @@ def main() -> int:
             time.sleep(2)
         print(f"all registered after {time.monotonic() - started:.0f} s", flush=True)
         rows = []
-        runs = candidate_runs(platform)
-        for customer in sorted(set(DEMO) - set(runs)):
-            print(f"  {customer}: registered without a hand-off run; its runs:", flush=True)
-            for run_id, status, tags in platform.query(
-                "dagster",
-                "SELECT r.run_id, r.status, string_agg(a.key || '=' || a.value, ' ')"
-                " FROM runs r JOIN run_tags t ON t.run_id = r.run_id AND t.key = 'customer'"
-                " AND t.value = %s JOIN run_tags a ON a.run_id = r.run_id"
-                " WHERE a.key LIKE 'retrain/%%' OR a.key LIKE 'dagster/%%'"
-                " GROUP BY r.run_id, r.status, r.id ORDER BY r.id",
-                (customer,),
-            ):
-                print(f"    {run_id[:8]} {status} {tags}", flush=True)
-        for customer, run_id in sorted(runs.items()):
+        for customer, run_id in sorted(candidate_runs(platform).items()):
             [(run_key,)] = platform.query(
                 "dagster",
                 "SELECT value FROM run_tags WHERE run_id = %s AND key = 'retrain/run_key'",

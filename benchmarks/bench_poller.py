@@ -538,7 +538,10 @@ def main() -> None:
         default=None,
         help="enter only this many customers through the service; copy the rest in SQL",
     )
-    parser.add_argument("--profile", help="write a cProfile of each size's last tick here")
+    parser.add_argument(
+        "--profile",
+        help="write a cProfile of each size's last tick here (its time includes the profiler)",
+    )
     args = parser.parse_args()
     sizes = [int(size) for size in args.sizes.split(",") if size]
 
