@@ -540,7 +540,8 @@ def main() -> None:
     )
     parser.add_argument(
         "--profile",
-        help="write a cProfile of the last tick here (of the last size; its time includes the profiler)",
+        help="write a cProfile of the last tick here (of the last size; its time includes"
+        " the profiler)",
     )
     args = parser.parse_args()
     sizes = [int(size) for size in args.sizes.split(",") if size]
