@@ -31,6 +31,9 @@ lint: install
 	$(VENV)/bin/ruff check retrain_assets retrain_assets_tests benchmarks
 	$(VENV)/bin/ruff format --check retrain_assets retrain_assets_tests benchmarks
 	$(VENV)/bin/mypy
+	# `dg` reads the instance from $$DAGSTER_HOME, else from ./dagster.yaml (which needs the
+	# platform's Postgres): loading the definitions needs neither, so a throwaway home.
+	DAGSTER_HOME=$$(mktemp -d) VIRTUAL_ENV=$(abspath $(VENV)) $(VENV)/bin/dg check defs
 
 up: install
 	$(VENV)/bin/retrain-assets up
