@@ -38,6 +38,12 @@ lint: install
 up: install
 	$(VENV)/bin/retrain-assets up
 
+# docs/cli.md and docs/configuration.md, rendered from the CLI's parsers and the settings
+# catalogue (retrain_assets/reference_docs.py); a test fails when the committed pages differ.
+.PHONY: docs
+docs: install
+	$(VENV)/bin/python -m retrain_assets.reference_docs
+
 # The browser tests drive Debian's chromium (`playwright install` cannot download one here).
 $(CHROMIUM):
 	DEBIAN_FRONTEND=noninteractive apt-get update

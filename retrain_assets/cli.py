@@ -1,6 +1,7 @@
 """The `retrain-assets` command line: start the platform, watch it, steer and repair it.
 
-README.md "CLI" says what each command does at length; each `--help` says it in short.
+Each subcommand's `--help` says what it does in full; docs/cli.md is the same text as a page,
+generated from these parsers by `make docs`.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Callable
 from retrain_assets.demo.seed import land_demo_tenants
 from retrain_assets.gpu.service.__main__ import add_arguments as add_gpu_arguments
 from retrain_assets.gpu.service.__main__ import run as run_gpu_service
+from retrain_assets.policy.thresholds import DEFAULTS as POLICY_DEFAULTS
 from retrain_assets.runtime.machine_catalog import MACHINES
 from retrain_assets.serving.__main__ import add_arguments as add_serve_arguments
 from retrain_assets.serving.__main__ import run as run_serve
@@ -207,35 +209,57 @@ def _who() -> str:
     return os.environ.get("USER") or os.environ.get("USERNAME") or "retrain-assets CLI"
 
 
-# What each command's --help says it does (README.md "CLI" says the same at length).
+# What each command's --help says it does; docs/cli.md is generated from them (`make docs`).
 _DESCRIPTIONS = {
     "simulate": "Land demo tenants' daily files in the landing zone: a new tenant gets 120 days "
     "from 2026-01-01 (or --start), a tenant with history the next --days days. Refuses days after "
-    "yesterday.",
+    "yesterday, with the reason.",
     "migrate": "Start (or attach to) the embedded PostgreSQL (or RETRAIN_PG_URL) and create the "
     "project database and its tables.",
-    "up": "Start the platform and keep it running until Ctrl-C or SIGTERM stop every process: "
-    "PostgreSQL (embedded unless RETRAIN_PG_URL) with its databases, the GPU training service, "
-    "MLflow, the prediction service, the Dagster webserver (UI and GraphQL) and daemon, and for "
-    "the demo (an empty local landing zone, no --no-demo) the demo tenants and the demo clock "
-    "that lands a simulated day every $RETRAIN_DEMO_DAY_SECONDS. Refuses (exit 2) a taken port "
-    "or a second `up` on the same RETRAIN_HOME. A crashed process is restarted with backoff; "
-    "the fifth crash of one process within 5 minutes stops everything (exit 1). Logs go to "
-    "$RETRAIN_HOME/logs/<process>.log.",
+    "up": "Start the platform and keep it running until Ctrl-C or SIGTERM, which stop every "
+    "process (SIGKILL after 20 s) and exit 0. In order: refuse (exit 2) a port it needs that is "
+    "taken (webserver, GPU service, MLflow, prediction service; the message names the variable "
+    "that moves it) or a second `up` on the same RETRAIN_HOME; start (or attach to) PostgreSQL "
+    "(embedded unless RETRAIN_PG_URL) and create the databases `retrain_dagster`, `retrain_app` "
+    "(migrated) and `retrain_mlflow`; copy dagster.yaml into `$RETRAIN_HOME/dagster_home`; on "
+    "the local landing zone (RETRAIN_LANDING_URL unset) and without --no-demo, land the demo "
+    "tenants when the zone is empty (with their demo settings: policy overrides, auto_deploy "
+    "on); start the GPU service (`retrain-assets gpu-service` on 127.0.0.1:$RETRAIN_GPU_PORT, "
+    "$RETRAIN_GPU_SLOTS slots; none when RETRAIN_GPU_URL is set), the MLflow tracking server "
+    "(127.0.0.1:$RETRAIN_MLFLOW_PORT; none when MLFLOW_TRACKING_URI is set), the prediction "
+    "service (`retrain-assets serve` on 127.0.0.1:$RETRAIN_SERVE_PORT), the Dagster webserver "
+    "(`retrain-assets webserver`) and dagster-daemon on workspace.yaml and, for the demo, the "
+    "demo clock that lands a simulated day every $RETRAIN_DEMO_DAY_SECONDS. Each process writes "
+    "to `$RETRAIN_HOME/logs/<process>.log`; the UI, GraphQL, Postgres, GPU service, MLflow and "
+    "prediction service URLs are printed once they answer. Every process gets RETRAIN_GPU_URL "
+    "and RETRAIN_SERVE_URL and one RETRAIN_GPU_TOKEN and RETRAIN_SERVE_TOKEN (random per start "
+    "when unset). The demo's short intervals (5-10 s ticks, 40 s canary steps) are defaults for "
+    "the children only; a variable you set wins. A process that crashes after the start is "
+    "restarted with backoff (1, 2, 4 ... up to 30 s), named with the end of its log in `up`'s "
+    "output and its own log; the fifth crash of one process within 5 minutes stops the others "
+    "and exits 1. Each child starts with the default action for SIGTERM, even when `up` was "
+    "launched with it ignored (nohup, a job runner).",
     "demo-clock": "What `up` runs for the demo: every N seconds, ask the prediction service for "
-    "each demo tenant's forecasts of its next day, then land that day; never a day after "
-    "yesterday, and never more than 3 days ahead of the published features (it waits, saying "
-    "why, while the platform catches up).",
+    "each demo tenant's forecasts of its next day (customers without a champion are told so), "
+    "then land that day; never a day after yesterday, and never more than 3 days ahead of the "
+    "newest published feature day: on a loaded machine it waits, saying why, rather than land "
+    "the demo's story faster than the platform can follow.",
     "customers": "Manage tenants.",
     "customers add": "Add a customer without a landing folder: its `customers` partition in "
     "Dagster and its row in the project table. NAME must be a safe slug (lowercase letters, "
     "digits, single inner hyphens, at most 40 characters); anything else exits 2.",
     "gpu-service": "Run the reference remote GPU training service: HTTP API (OpenAPI at "
     "/openapi.json), bearer token RETRAIN_GPU_TOKEN, jobs in the `retrain_gpu` database, "
-    "LightGBM training in worker processes with checkpoints.",
+    "LightGBM training in worker processes with checkpoints (a job resumes from its last "
+    "checkpoint after a crash or restart). Before reading a body it refuses a missing or wrong "
+    "token (401) and a body over 1 MiB (413); a malformed field is a 422 naming it (never "
+    "echoing it); `/healthz` answers 503 while its database is unreachable. A Postgres restart "
+    "requeues running jobs from their checkpoints. Exit codes: 0 on SIGINT/SIGTERM, 2 for a bad "
+    "setting, 1 if another service took its database during an outage (docs/gpu-service.md).",
     "webserver": "What `up` runs as the Dagster UI: dagster-webserver on HOST:PORT for WORKSPACE, "
-    "with each held database connection checked before use, so the UI answers at once when "
-    "Postgres comes back after a restart.",
+    "with each database connection it holds checked before use (a dead one is replaced), so the "
+    "UI answers at once after a Postgres restart instead of failing one request per storage "
+    "(upstream: dagster-io/dagster#3812).",
     "diagram": "Print a state machine (training or rollout) as a Mermaid stateDiagram-v2, "
     "rendered from the table it runs.",
     "status": "Each customer's state machines (training, rollout): state, run key, job, visits "
@@ -245,12 +269,15 @@ _DESCRIPTIONS = {
     "it went (or that it yielded), the note or error.",
     "audit": "Exit 1 and list what is wrong if a run key has more than one MLflow candidate run "
     "or registered version, or a move of alias `champion` does not match exactly one deployment "
-    "decision and one promoted rollout (or the aliases and serving_routes disagree); exit 0 when "
-    "all is well.",
+    "decision and one promoted rollout (or a decision has two rollouts, or the aliases and "
+    "serving_routes disagree); exit 0 when all is well. The checks `one_version_per_run_key` "
+    "and `deployments_match_decisions` show the same rules per customer in the UI.",
     "decisions": "List retraining decisions, newest first: id, time, customer, policy, snapshot "
-    "days, who decided, the Dagster run that took it up, and the reason.",
+    'days, who decided, the Dagster run that took it up (or "not launched yet"), and the '
+    "reason.",
     "deployments": "List deployment decisions, newest first, with their rollouts (state, outcome, "
-    "reason); `deployments auto` shows or sets whether a passing registration deploys by itself.",
+    "reason); `deployments auto` shows or sets whether a passing registration deploys by itself "
+    "(docs/deployment.md).",
     "deployments auto": "Show every customer's auto_deploy setting, or set one customer's: with "
     "it on, a candidate that passes its gate and the deploy-time check is deployed by the run "
     "that registered it.",
@@ -258,28 +285,52 @@ _DESCRIPTIONS = {
     "0 %, recorded with who and why.",
     "policy": "The retraining policy's per-customer settings.",
     "policy show": "Show the retraining policy's effective settings, of every customer or one; "
-    "* marks a customer's override.",
+    "`*` marks a customer's override.",
     "policy set": "Override some of one customer's retraining settings; an unknown customer or a "
     "value out of range is refused with the setting and its range (exit 2).",
     "serve": "Run the prediction service: each customer's champion and canary as serving_routes "
     "says, on the Open Inference Protocol (v2) paths and a JSON route, every prediction logged; "
-    "SIGTERM drains its log and exits 0.",
+    "SIGTERM drains its log and exits 0 (docs/serving.md).",
     "reset": "Move a customer's training machine to a state of its table (run key and job kept, "
-    "budgets afresh); refuses an unknown state or a customer with a Dagster run queued or in "
-    "progress (exit 2). Recorded in machine_history with who and why.",
+    "budgets afresh); refuses an unknown state, a customer without a training run or with a "
+    "Dagster run queued or in progress (exit 2). Recorded in machine_history with who (--by, "
+    "else the operating-system user) and why; the next gpu_job_poller tick advances it "
+    "(docs/handoff.md).",
     "retry": "Re-enter a customer's FAILED training run where it can: a saved candidate goes to "
     "its gate, a succeeded GPU job is downloaded (not retrained), a running one polled, a failed "
     "one resubmitted.",
 }
 
 
-_POLICY_OPTIONS = {  # CLI flag -> (setting, type)
-    "--schedule-days": ("schedule_days", int),
-    "--min-new-rows": ("min_new_rows", int),
-    "--drift-threshold": ("drift_threshold", float),
-    "--min-history-days": ("min_history_days", int),
-    "--drift-recent-days": ("drift_recent_days", int),
-    "--window-days": ("window_days", int),
+_POLICY_OPTIONS = {  # CLI flag -> (setting, type, what it means)
+    "--schedule-days": (
+        "schedule_days",
+        int,
+        "retrain when the last decision is at least N days old",
+    ),
+    "--min-new-rows": (
+        "min_new_rows",
+        int,
+        "retrain when N new store_day_features rows were published after the last decision's "
+        "window",
+    ),
+    "--drift-threshold": (
+        "drift_threshold",
+        float,
+        "ask a person to approve retraining when a drift feature's mean shifts by X standard "
+        "deviations",
+    ),
+    "--min-history-days": (
+        "min_history_days",
+        int,
+        "published days with rows a customer needs before its first training",
+    ),
+    "--drift-recent-days": (
+        "drift_recent_days",
+        int,
+        "new days (after the training window) that drift compares",
+    ),
+    "--window-days": ("window_days", int, "published days a decision trains on, at most"),
 }
 
 
@@ -293,7 +344,7 @@ def _policy(args: argparse.Namespace) -> int:
         return 0
     changes = {
         name: getattr(args, name)
-        for name, _ in _POLICY_OPTIONS.values()
+        for name, _, _ in _POLICY_OPTIONS.values()
         if getattr(args, name) is not None
     }
     print(apply_settings(url, args.customer, changes, "retrain-assets policy set"))
@@ -372,8 +423,10 @@ def build_parser() -> argparse.ArgumentParser:
         description=_DESCRIPTIONS["customers add"],
         help="add a customer (a safe slug) without a landing folder",
     )
-    add.add_argument("name")
-    add.add_argument("--country", default=None, help="two-letter code for holiday features")
+    add.add_argument("name", metavar="NAME", help="the customer's name, a safe slug")
+    add.add_argument(
+        "--country", metavar="CC", default=None, help="two-letter code for holiday features"
+    )
     add.set_defaults(handler=_customers_add)
     gpu = sub.add_parser(
         "gpu-service",
@@ -387,8 +440,8 @@ def build_parser() -> argparse.ArgumentParser:
         description=_DESCRIPTIONS["webserver"],
         help="run the Dagster UI as `up` does (reconnects after a Postgres restart)",
     )
-    web.add_argument("--host", default="127.0.0.1")
-    web.add_argument("--port", type=int, default=3000)
+    web.add_argument("--host", default="127.0.0.1", help="default 127.0.0.1")
+    web.add_argument("--port", type=int, default=3000, help="default 3000")
     web.add_argument("--workspace", required=True, help="the workspace.yaml to load")
     web.set_defaults(handler=_webserver)
     diagram = sub.add_parser(
@@ -396,7 +449,7 @@ def build_parser() -> argparse.ArgumentParser:
         description=_DESCRIPTIONS["diagram"],
         help="print a state machine as Mermaid, from its table",
     )
-    diagram.add_argument("machine", choices=sorted(MACHINES))
+    diagram.add_argument("machine", choices=sorted(MACHINES), help="which state machine")
     diagram.set_defaults(handler=_diagram)
     status = sub.add_parser(
         "status",
@@ -410,7 +463,7 @@ def build_parser() -> argparse.ArgumentParser:
         description=_DESCRIPTIONS["history"],
         help="every recorded visit of a customer's state machines",
     )
-    hist.add_argument("customer")
+    hist.add_argument("customer", help="the customer whose visits to list")
     hist.add_argument("--machine", choices=sorted(MACHINES), default=None, help="one machine")
     hist.add_argument("--run-key", default=None, help="one run only")
     hist.set_defaults(handler=_history)
@@ -446,15 +499,23 @@ def build_parser() -> argparse.ArgumentParser:
         description=_DESCRIPTIONS["deployments auto"],
         help="show or set whether a passing registration deploys by itself",
     )
-    auto.add_argument("customer_name", metavar="CUSTOMER", nargs="?", default=None)
-    auto.add_argument("value", nargs="?", choices=["on", "off"], default=None)
+    auto.add_argument(
+        "customer_name",
+        metavar="CUSTOMER",
+        nargs="?",
+        default=None,
+        help="one customer (default: list every customer's setting)",
+    )
+    auto.add_argument(
+        "value", nargs="?", choices=["on", "off"], default=None, help="set it (default: show it)"
+    )
     auto.set_defaults(handler=_deployments)
     rollback = sub.add_parser(
         "rollback",
         description=_DESCRIPTIONS["rollback"],
         help="abort a customer's rollout by hand: the canary gets no traffic",
     )
-    rollback.add_argument("customer")
+    rollback.add_argument("customer", help="the customer whose rollout to abort")
     rollback.add_argument("--reason", required=True, help="why (recorded with the rollback)")
     rollback.add_argument("--by", default=None, help="who (default: $USER)")
     rollback.set_defaults(handler=_rollback)
@@ -469,16 +530,25 @@ def build_parser() -> argparse.ArgumentParser:
         description=_DESCRIPTIONS["policy show"],
         help="effective settings; * marks an override",
     )
-    show.add_argument("customer", nargs="?", default=None)
+    show.add_argument("customer", nargs="?", default=None, help="one customer (default: all)")
     show.set_defaults(handler=_policy)
     set_ = policy_sub.add_parser(
         "set",
         description=_DESCRIPTIONS["policy set"],
         help="override some of a customer's settings",
     )
-    set_.add_argument("customer")
-    for flag, (name, kind) in _POLICY_OPTIONS.items():
-        set_.add_argument(flag, dest=name, type=kind, default=None)
+    set_.add_argument("customer", help="the customer whose settings to override")
+    for flag, (name, kind, meaning) in _POLICY_OPTIONS.items():
+        default = getattr(POLICY_DEFAULTS, name)
+        metavar = "N" if kind is int else "X"
+        set_.add_argument(
+            flag,
+            dest=name,
+            type=kind,
+            default=None,
+            metavar=metavar,
+            help=f"{meaning} (default {default})",
+        )
     set_.set_defaults(handler=_policy)
     serve = sub.add_parser(
         "serve",
@@ -492,7 +562,7 @@ def build_parser() -> argparse.ArgumentParser:
         description=_DESCRIPTIONS["reset"],
         help="move a customer's training machine to a named state (recorded: who, why)",
     )
-    reset.add_argument("customer")
+    reset.add_argument("customer", help="the customer whose training machine to move")
     reset.add_argument("--to", required=True, help="a state of the training machine's table")
     reset.add_argument("--reason", required=True, help="why: kept in the machine's history")
     reset.add_argument("--by", default=None, help="who (default: the operating-system user)")
@@ -502,7 +572,7 @@ def build_parser() -> argparse.ArgumentParser:
         description=_DESCRIPTIONS["retry"],
         help="re-enter a customer's FAILED training run where it can (no retrain)",
     )
-    retry.add_argument("customer")
+    retry.add_argument("customer", help="the customer whose FAILED training run to re-enter")
     retry.add_argument("--reason", default=None, help="why: kept in the machine's history")
     retry.add_argument("--by", default=None, help="who (default: the operating-system user)")
     retry.set_defaults(handler=_repair)

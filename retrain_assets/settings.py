@@ -1,7 +1,8 @@
 """Where a local run keeps its files and which servers it talks to.
 
 Everything is resolved when a function is called, never at import time, so a test or a child
-process can point the whole project somewhere else by setting environment variables.
+process can point the whole project somewhere else by setting environment variables. Every
+variable the package reads, here or elsewhere, is listed in settings_catalog.py.
 """
 
 from __future__ import annotations

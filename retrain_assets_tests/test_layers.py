@@ -15,7 +15,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "retrain_assets"
 
 # Bottom first. Packages in one layer are independent: neither imports the other.
 LAYERS: list[set[str]] = [
-    {"__init__", "asset_keys", "customer_names", "settings", "server_process"},
+    {"__init__", "asset_keys", "customer_names", "settings", "settings_catalog", "server_process"},
     {"customers", "landing"},
     {"store", "registry"},
     {"features", "gpu"},
@@ -27,6 +27,7 @@ LAYERS: list[set[str]] = [
     {"demo", "serving"},
     {"runtime"},
     {"cli"},
+    {"reference_docs"},
 ]
 LAYER_OF = {name: index for index, layer in enumerate(LAYERS) for name in layer}
 

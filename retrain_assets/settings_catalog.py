@@ -1,0 +1,261 @@
+"""Every environment variable the package reads, with its meaning and default: one catalogue.
+
+The variables are read where they are used (settings.py, the sensors' intervals, the rollout's
+and the landing automation's settings, `up`), each with its own parsing and range. This
+catalogue is what docs/configuration.md is generated from (`make docs`), and a test fails when
+a `RETRAIN_*` name in the package's source is missing here, so a new setting cannot go
+undocumented. The defaults are written as a reader needs them, not parsed by the code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One environment variable: its name, what it changes, its default (markdown text)."""
+
+    name: str
+    meaning: str
+    default: str
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting(
+        "RETRAIN_HOME",
+        "everything a local run writes; deleting it is a full reset",
+        "`./.retrain`",
+    ),
+    Setting(
+        "RETRAIN_PG_URL",
+        "an existing PostgreSQL server to use instead of the embedded one",
+        "unset",
+    ),
+    Setting("RETRAIN_DB_PREFIX", "prefix of the databases created on that server", "`retrain_`"),
+    Setting(
+        "RETRAIN_LANDING_URL",
+        "landing zone (folder or object-storage URL); set, `up` lands no demo tenants",
+        "`$RETRAIN_HOME/landing`",
+    ),
+    Setting(
+        "RETRAIN_STORAGE_URL",
+        "where asset partitions are stored as Parquet (folder or object-storage URL)",
+        "`$RETRAIN_HOME/storage`",
+    ),
+    Setting(
+        "RETRAIN_READY_TIMEOUT_SECONDS",
+        "how long `up` waits for each process it starts to answer (a loaded host may need more)",
+        "`120`",
+    ),
+    Setting(
+        "RETRAIN_WEBSERVER_PORT",
+        "port of the Dagster UI and GraphQL API that `up` starts (on 127.0.0.1)",
+        "`3000`",
+    ),
+    Setting(
+        "RETRAIN_DAGSTER_PG_URL",
+        "Dagster instance storage (dagster.yaml reads it); `up` sets it for its processes",
+        "`<prefix>dagster` on the server",
+    ),
+    Setting(
+        "RETRAIN_DAGSTER_ARTIFACTS_DIR",
+        "Dagster's local artifact storage (dagster.yaml reads it); `up` sets it for its processes",
+        "`$RETRAIN_HOME/dagster_artifacts`",
+    ),
+    Setting(
+        "RETRAIN_DAGSTER_COMPUTE_LOGS_DIR",
+        "Dagster's compute logs (dagster.yaml reads it); `up` sets it for its processes",
+        "`$RETRAIN_HOME/logs/compute`",
+    ),
+    Setting(
+        "RETRAIN_APP_PG_URL",
+        "the project's own tables; `up` sets it for its processes",
+        "`<prefix>app` on the server",
+    ),
+    Setting(
+        "RETRAIN_GPU_URL",
+        "a remote GPU service for the platform to use; set, `up` starts no local one",
+        "the service `up` starts, `http://127.0.0.1:$RETRAIN_GPU_PORT`",
+    ),
+    Setting(
+        "RETRAIN_GPU_PORT",
+        "port of the GPU service that `up` starts (on 127.0.0.1)",
+        "`8765`",
+    ),
+    Setting(
+        "RETRAIN_GPU_SLOTS",
+        "jobs the GPU service that `up` starts trains at once (worker processes)",
+        "`2`",
+    ),
+    Setting(
+        "RETRAIN_GPU_ALLOW_FAULTS",
+        "`1` or `true`: the GPU service that `up` starts accepts fault injection (tests only)",
+        "unset (refused)",
+    ),
+    Setting(
+        "RETRAIN_GPU_TOKEN",
+        "bearer token of the GPU service (server and client)",
+        "under `up` with its local service: a random token shared by its processes; "
+        "otherwise `dev-token`, with a warning",
+    ),
+    Setting(
+        "RETRAIN_GPU_DB_URL",
+        "the GPU service's database, set by the service for the worker processes it starts "
+        "(not a setting of yours)",
+        "the service's own database",
+    ),
+    Setting(
+        "RETRAIN_POLL_INTERVAL_SECONDS",
+        "`gpu_job_poller` tick interval; one POLL_JOB visit per tick (budget 100)",
+        "`180`",
+    ),
+    Setting(
+        "RETRAIN_POLICY_INTERVAL_SECONDS",
+        "`retraining_policy` tick interval (a positive whole number)",
+        "`300`",
+    ),
+    Setting(
+        "RETRAIN_CODE_COMMIT",
+        "the code commit in the run key",
+        "`git rev-parse HEAD` of the checkout",
+    ),
+    Setting(
+        "RETRAIN_MLFLOW_PORT",
+        "port of the MLflow tracking server that `up` starts",
+        "`5000`",
+    ),
+    Setting(
+        "MLFLOW_TRACKING_URI",
+        "an MLflow server to use instead; `up` then starts none",
+        "`http://127.0.0.1:$RETRAIN_MLFLOW_PORT`",
+    ),
+    Setting(
+        "RETRAIN_MLFLOW_ARTIFACTS_URL",
+        "where the MLflow server `up` starts keeps models and plots (a folder or object storage "
+        "such as `s3://bucket/mlflow`; the server needs its credentials)",
+        "`$RETRAIN_HOME/mlflow-artifacts`",
+    ),
+    Setting(
+        "RETRAIN_GATE_MARGIN",
+        "how much lower (relative) a candidate's WAPE must be than the champion's (or seasonal "
+        "naive's) to pass `beats_champion`; also the `gate_settings` resource's `margin`",
+        "`0.02`",
+    ),
+    Setting(
+        "RETRAIN_LANDING_INTERVAL_SECONDS",
+        "how often `landing_arrivals` looks at the landing zone",
+        "`60`",
+    ),
+    Setting(
+        "RETRAIN_LANDING_SETTLE_SECONDS",
+        "how long a day's newest file must be unchanged before the day is read",
+        "`30`",
+    ),
+    Setting(
+        "RETRAIN_DAY_CUTOFF_HOURS",
+        "how long after a day ends (UTC) it waits for active customers that have not delivered",
+        "`12`",
+    ),
+    Setting(
+        "RETRAIN_LANDING_AUTOMATION",
+        "`off`: `landing_arrivals` requests nothing and says so (days are published by hand)",
+        "`on`",
+    ),
+    Setting(
+        "RETRAIN_SERVE_PORT",
+        "port of the prediction service that `up` starts (on 127.0.0.1); `serve --port` "
+        "overrides it",
+        "`8080`",
+    ),
+    Setting(
+        "RETRAIN_SERVE_URL",
+        "where clients reach the prediction service; `up` sets it for its processes",
+        "`http://127.0.0.1:$RETRAIN_SERVE_PORT`",
+    ),
+    Setting(
+        "RETRAIN_SERVE_TOKEN",
+        "bearer token of the prediction service (server and clients)",
+        "under `up`: a random token per start, shared by its processes; otherwise `dev-token`, "
+        "with a warning",
+    ),
+    Setting(
+        "RETRAIN_SERVE_MAX_MODELS",
+        "models the prediction service keeps in memory, one per (customer, version); the least "
+        "recently used goes",
+        "`32`",
+    ),
+    Setting("RETRAIN_SERVE_MAX_ROWS", "rows one request may carry (more: 413)", "`10000`"),
+    Setting(
+        "RETRAIN_SERVE_REFRESH_SECONDS",
+        "how often the prediction service reads `serving_routes`",
+        "`2`",
+    ),
+    Setting(
+        "RETRAIN_ROLLOUT_INTERVAL_SECONDS",
+        '`rollout_controller` tick interval (one "interval")',
+        "`60`",
+    ),
+    Setting(
+        "RETRAIN_ROLLOUT_STEPS",
+        "canary weights, increasing, each in [0.01, 0.99]; the states are named "
+        "`CANARY_<percent>` (change only with no rollout in progress)",
+        "`0.10,0.50`",
+    ),
+    Setting(
+        "RETRAIN_ROLLOUT_STEP_SECONDS",
+        "minimum time of a canary step before it is analysed",
+        "`1800`",
+    ),
+    Setting(
+        "RETRAIN_ROLLOUT_MIN_PREDICTIONS",
+        "canary predictions a step needs",
+        "`100`",
+    ),
+    Setting(
+        "RETRAIN_ROLLOUT_MIN_ACTUALS",
+        "canary-routed rows with materialized actual sales a step needs",
+        "`50`",
+    ),
+    Setting(
+        "RETRAIN_ROLLOUT_MAX_ERROR_RATE",
+        "largest share of failed canary predictions in a step",
+        "`0.01`",
+    ),
+    Setting(
+        "RETRAIN_ROLLOUT_MAX_NONFINITE",
+        "most NaN/inf canary predictions in a step",
+        "`0`",
+    ),
+    Setting(
+        "RETRAIN_ROLLOUT_WAPE_TOLERANCE",
+        "how much worse (relative) the canary's WAPE may be than the champion's on the same rows",
+        "`0.05`",
+    ),
+    Setting(
+        "RETRAIN_ROLLOUT_MAX_NO_DATA_INTERVALS",
+        "analyses without enough data before a step fails (2880 x 60 s = 48 h: next-day "
+        "forecasts' sales land a day later)",
+        "`2880`",
+    ),
+    Setting(
+        "RETRAIN_DEPLOY_CHECK_DAYS",
+        "newest days with actual sales the deploy-time check scores on",
+        "`7`",
+    ),
+    Setting(
+        "RETRAIN_DEPLOY_GATE_MARGIN",
+        "how much lower (relative) the challenger's WAPE must be at the deploy-time check",
+        "`0`",
+    ),
+    Setting(
+        "RETRAIN_DEPLOY_PASS_MAX_AGE_HOURS",
+        "how old a deploy-time pass may be for `deployed_model` run alone",
+        "`24`",
+    ),
+    Setting(
+        "RETRAIN_DEMO_DAY_SECONDS",
+        "seconds between the demo clock's days; `0`: no clock",
+        "`20`",
+    ),
+)
