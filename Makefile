@@ -11,7 +11,7 @@ PYTEST_WORKERS = $(if $(filter 0,$(WORKERS)),,-n $(WORKERS) --dist loadfile)
 # The caches go to __pycache__/, which git ignores.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: install test test-fast lint up
+.PHONY: install test test-fast lint up dg-check
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,9 +31,13 @@ lint: install
 	$(VENV)/bin/ruff check retrain_assets retrain_assets_tests benchmarks
 	$(VENV)/bin/ruff format --check retrain_assets retrain_assets_tests benchmarks
 	$(VENV)/bin/mypy
-	# `dg` reads the instance from $$DAGSTER_HOME, else from ./dagster.yaml (which needs the
-	# platform's Postgres): loading the definitions needs neither, so a throwaway home.
-	DAGSTER_HOME=$$(mktemp -d) VIRTUAL_ENV=$(abspath $(VENV)) $(VENV)/bin/dg check defs
+	$(MAKE) -s dg-check
+
+# `dg` reads the instance from $$DAGSTER_HOME, else from ./dagster.yaml (which needs the
+# platform's Postgres): loading the definitions needs neither, so a throwaway home.
+dg-check:
+	home=$$(mktemp -d) && DAGSTER_HOME=$$home VIRTUAL_ENV=$(abspath $(VENV)) \
+	  $(VENV)/bin/dg check defs; rc=$$?; rm -rf $$home; exit $$rc
 
 up: install
 	$(VENV)/bin/retrain-assets up

@@ -53,7 +53,7 @@ class TrainingJobConfig(dg.Config):
         "without one, the run records a manual decision",
     )
     first_day: str | None = Field(
-        None, description="First snapshot day (default: the policy's choice, see README)"
+        None, description="First snapshot day (default: the policy's choice, docs/policy.md)"
     )
     last_day: str | None = Field(None, description="Last snapshot day (default: latest published)")
     data_versions: dict[str, str] = Field(

@@ -1,7 +1,7 @@
 """Journey (c): training one customer from the UI, followed to its registered candidate and on
 to its deployment.
 
-As the README's "Training a customer from the UI" says: open training_job, choose the
+As docs/policy.md's "Training a customer from the UI" says: open training_job, choose the
 customer's partition, materialize with no config. The run ends in seconds; the poller's run
 then fetches, gates and registers the candidate, and both show on their assets' pages. Then,
 as "Deploying a model" says: deploy_model's launchpad, the customer's partition, Launch
@@ -86,7 +86,7 @@ def test_training_a_customer_from_the_ui_ends_with_its_candidate_registered_and_
     assert key in shown and "challenger" in shown and f"demand_forecast.{customer}" in shown
     journey.shot(f"registered_model of {customer}")
 
-    # Deploying it, as the README says: deploy_model's launchpad, the partition, Launch Run.
+    # Deploying it, as docs/deployment.md says: deploy_model's launchpad, the partition, Launch Run.
     open_job_launchpad(journey, "deploy_model")
     journey.shot("deploy_model: the launchpad")
     deploy_run_id = launch_from_launchpad(journey, customer)
