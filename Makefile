@@ -2,10 +2,14 @@ PYTHON ?= python3
 VENV ?= .venv
 CHROMIUM ?= /usr/bin/chromium
 # pytest-xdist workers for the fast lane, a file's tests in one worker (its fixtures, its order).
-# WORKERS=0 runs it in one process. `make test` stays one process: the shared platform is one
-# per session only there (the loadgroup hook in conftest.py did not group the tests yet).
+# WORKERS=0 runs it in one process.
 WORKERS ?= 2
 PYTEST_WORKERS = $(if $(filter 0,$(WORKERS)),,-n $(WORKERS) --dist loadfile)
+# `make test` runs the whole suite in SUITE_WORKERS workers (0: one process). Most of a system
+# test's time is waiting on a daemon's tick, so more workers than cores pay; the groups and their
+# order (longest first) are in retrain_assets_tests/support/worker_groups.py.
+SUITE_WORKERS ?= 3
+SUITE_DIST = $(if $(filter 0,$(SUITE_WORKERS)),,-n $(SUITE_WORKERS) --dist loadgroup --no-loadscope-reorder)
 # Some machines set PYTHONDONTWRITEBYTECODE: every process (each test worker, each run the
 # daemon launches) would compile the project and rewrite the tests' asserts again, 2-5 s each.
 # The caches go to __pycache__/, which git ignores.
@@ -21,7 +25,7 @@ install: $(VENV)/bin/python
 	$(VENV)/bin/python -m pip install --quiet -e '.[dev]'
 
 test: lint $(CHROMIUM)
-	$(VENV)/bin/python -m pytest --durations=20
+	$(VENV)/bin/python -m pytest $(SUITE_DIST) --durations=30
 
 # Everything but the process-level tests (no platform, no browser): the quick loop.
 test-fast: lint

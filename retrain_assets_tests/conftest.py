@@ -19,6 +19,7 @@ from retrain_assets_tests.support.databases import (
 )
 from retrain_assets_tests.support.mlflow_server import running_mlflow
 from retrain_assets_tests.support.platform import RunningPlatform, running_platform
+from retrain_assets_tests.support.worker_groups import assign_groups
 
 SHARED_PLATFORM_ENV = {
     "RETRAIN_POLL_INTERVAL_SECONDS": "2",
@@ -35,6 +36,11 @@ SHARED_PLATFORM_ENV = {
     # tests here publish their days by hand; the landing automation has a platform of its own
     "RETRAIN_LANDING_AUTOMATION": "off",
 }
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Group the tests for `make test`'s workers, longest groups first (support/worker_groups)."""
+    assign_groups(items)
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,54 @@
+"""Which pytest-xdist worker runs which tests, and in what order, for `make test`.
+
+`make test` runs the suite in several workers (`--dist loadgroup`). A group runs whole in one
+worker, so:
+- every test that uses the session's `shared_platform` is one group: the platform is started
+  once, not once per worker;
+- every other test stays with its file: a module-scoped platform (the policy daemon's, the
+  chaos suite's) is started once too.
+Groups are handed out in the order of the collection, so the longest go first (longest
+processing time first): the worker that takes the last group takes a short one, and no worker
+starts a five-minute group when the others are nearly done. The order of tests inside a file
+never changes (some files are a sequence).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+SHARED_PLATFORM_FIXTURE = "shared_platform"
+SHARED_PLATFORM_GROUP = "shared-platform"
+# The groups measured longest (docs/tests.md has the figures), longest first. A group not
+# named here comes after them, system tests before the rest.
+LONGEST_GROUPS = (
+    SHARED_PLATFORM_GROUP,
+    "retrain_assets_tests/chaos/test_chaos_system.py",
+    "retrain_assets_tests/policy/test_policy_daemon.py",
+    "retrain_assets_tests/deployment/test_rollout_daemon_restart.py",
+    "retrain_assets_tests/runtime/test_live_demo_system.py",
+    "retrain_assets_tests/automation/test_landing_automation_system.py",
+)
+
+
+def group_of(item: pytest.Item) -> str:
+    """Return the group of a test: the shared platform's, else its file's."""
+    if SHARED_PLATFORM_FIXTURE in getattr(item, "fixturenames", ()):
+        return SHARED_PLATFORM_GROUP
+    return item.nodeid.split("::", 1)[0]
+
+
+def rank_of(group: str, system: bool) -> tuple[int, int]:
+    """Return a sort key: the longest groups in their order, then system files, then the rest."""
+    if group in LONGEST_GROUPS:
+        return (0, LONGEST_GROUPS.index(group))
+    return (1, 0) if system else (2, 0)
+
+
+def assign_groups(items: list[pytest.Item]) -> None:
+    """Mark each test with its xdist group and sort the groups longest first, in place."""
+    groups = {id(item): group_of(item) for item in items}
+    system_groups = {groups[id(item)] for item in items if item.get_closest_marker("system")}
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(groups[id(item)]))
+    # sorted() is stable: the tests of one file keep their order
+    items.sort(key=lambda item: rank_of(groups[id(item)], groups[id(item)] in system_groups))
