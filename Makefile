@@ -40,8 +40,9 @@ lint: install
 # `dg` reads the instance from $$DAGSTER_HOME, else from ./dagster.yaml (which needs the
 # platform's Postgres): loading the definitions needs neither, so a throwaway home.
 dg-check:
-	home=$$(mktemp -d) && DAGSTER_HOME=$$home VIRTUAL_ENV=$(abspath $(VENV)) \
-	  $(VENV)/bin/dg check defs; rc=$$?; rm -rf $$home; exit $$rc
+	home=$$(mktemp -d) && printf 'telemetry:\n  enabled: false\n' > $$home/dagster.yaml && \
+	  DAGSTER_HOME=$$home VIRTUAL_ENV=$(abspath $(VENV)) $(VENV)/bin/dg check defs; \
+	  rc=$$?; rm -rf $$home; exit $$rc
 
 up: install
 	$(VENV)/bin/retrain-assets up
