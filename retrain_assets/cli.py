@@ -283,11 +283,19 @@ _DESCRIPTIONS = {
     "that registered it.",
     "rollback": "Abort the customer's rollout in progress: ROLLBACK at once, canary traffic to "
     "0 %, recorded with who and why.",
-    "policy": "The retraining policy's per-customer settings.",
+    "policy": "The retraining policy's per-customer settings, and why it decides or waits.",
     "policy show": "Show the retraining policy's effective settings, of every customer or one; "
     "`*` marks a customer's override.",
     "policy set": "Override some of one customer's retraining settings; an unknown customer or a "
     "value out of range is refused with the setting and its range (exit 2).",
+    "policy why": "One customer's verdict from the retraining policy's own evaluation, read now: "
+    "it would decide (which policy), or why not: no decision for anyone while feature days are "
+    "being published (settled data), busy (and with what), not enough history (days published "
+    "of days needed), nothing due (when the schedule is due, new rows of the threshold, drift), "
+    "or a drift alert waiting for approval (its id, and the approve_drift_retraining launchpad "
+    "to approve it). The second line is the reason the sensor's tick gives. It records no "
+    "decision, alert or drift baseline and requests no run. Exit 0; an unknown customer (no "
+    "`customers` partition) exits 2, one the policy could not evaluate exits 1.",
     "serve": "Run the prediction service: each customer's champion and canary as serving_routes "
     "says, on the Open Inference Protocol (v2) paths and a JSON route, every prediction logged; "
     "SIGTERM drains its log and exits 0 (docs/serving.md).",
@@ -349,6 +357,18 @@ def _policy(args: argparse.Namespace) -> int:
     }
     print(apply_settings(url, args.customer, changes, "retrain-assets policy set"))
     return 0
+
+
+def _policy_why(args: argparse.Namespace) -> int:
+    from retrain_assets.features.parquet_store import PartitionStorage
+    from retrain_assets.policy.why import explain
+    from retrain_assets.runtime.training_admin import attach_platform
+
+    url, instance = attach_platform()
+    with instance:
+        answer = explain(url, instance, PartitionStorage().store(), args.customer)
+    print("\n".join(answer.lines))
+    return 0 if answer.evaluated else 1
 
 
 def _repair(args: argparse.Namespace) -> int:
@@ -522,7 +542,7 @@ def build_parser() -> argparse.ArgumentParser:
     policy = sub.add_parser(
         "policy",
         description=_DESCRIPTIONS["policy"],
-        help="the retraining policy's per-customer settings",
+        help="the retraining policy's per-customer settings; why it decides or waits",
     )
     policy_sub = policy.add_subparsers(dest="action", required=True)
     show = policy_sub.add_parser(
@@ -550,6 +570,13 @@ def build_parser() -> argparse.ArgumentParser:
             help=f"{meaning} (default {default})",
         )
     set_.set_defaults(handler=_policy)
+    why = policy_sub.add_parser(
+        "why",
+        description=_DESCRIPTIONS["policy why"],
+        help="one customer's verdict and reason, from the policy's own evaluation",
+    )
+    why.add_argument("customer", help="the customer to explain")
+    why.set_defaults(handler=_policy_why)
     serve = sub.add_parser(
         "serve",
         description=_DESCRIPTIONS["serve"],

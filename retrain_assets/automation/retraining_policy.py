@@ -4,11 +4,18 @@ Each tick reads the published snapshots, every customer's last decision, its set
 whether it is busy; it records a decision (with its reason and snapshot) or a drift alert, or
 says why it skipped, and requests `training_job` for every decision not yet launched. While a
 run or backfill is publishing feature days, nobody gets a decision (settled data only).
+
+The tick's log stays small however many customers there are: it names each decision, drift
+alert, error and deferred customer, and counts the others by kind in one line. One
+customer's reason is `retrain-assets policy why NAME`, from the same evaluation
+(`policy/evaluation.py`).
 """
 
 import bisect
 import datetime as dt
 import time
+from collections import Counter
+from dataclasses import dataclass
 
 import dagster as dg
 
@@ -20,29 +27,32 @@ from retrain_assets.customers import (
 )
 from retrain_assets.features.parquet_store import PartitionStorage
 from retrain_assets.models.training_job_asset import training_job
-from retrain_assets.policy.alerts import pending_alerts, raise_alert
-from retrain_assets.policy.busy import busy_customers, unfinished_runs
-from retrain_assets.policy.decisions import (
-    Decision,
-    DecisionRefused,
-    latest_decisions,
-    open_decisions,
-    record_decision,
-)
-from retrain_assets.policy.dispatch import DECISION_TAG, requests_for_open, training_request
-from retrain_assets.policy.drift import Baselines, DayFrames, DriftMeasure, measure_drift
-from retrain_assets.policy.history import Published, choose_window
-from retrain_assets.policy.rule import Outcome, policy_outcome
-from retrain_assets.policy.settled import publishing_work
-from retrain_assets.policy.thresholds import DEFAULTS, all_settings
+from retrain_assets.policy.alerts import raise_alert
+from retrain_assets.policy.busy import unfinished_runs
+from retrain_assets.policy.decisions import DecisionRefused, open_decisions, record_decision
+from retrain_assets.policy.dispatch import not_launched, training_request
+from retrain_assets.policy.drift import DayFrames
+from retrain_assets.policy.evaluation import PolicyState, error_line, held_reason, read_state
+from retrain_assets.policy.history import choose_window
+from retrain_assets.policy.rule import Outcome
 from retrain_assets.store.resource import ProjectDatabase
 from retrain_assets.store.snapshots import latest_snapshots
 
 DECIDED_BY = "retraining_policy sensor"
 TICK_BUDGET_SECONDS = 40.0  # Dagster cancels a sensor evaluation after 60 s
-SHOWN_REASONS = 20  # in the skip reason; the tick log has every customer's
-REASONS_PER_LOG_LINE = 100  # a readable line per 100 customers rather than one huge line
+SHOWN_REASONS = 20  # in the skip reason; the tick log counts the others by kind
+DEFERRED_PER_LOG_LINE = 100  # deferred customers named per line of the tick log
+DEFERRED, ERROR = "deferred", "error"  # kinds the tick adds to the rule's
 clock = time.monotonic  # the tick budget's clock (tests replace it)
+
+
+@dataclass(frozen=True)
+class Evaluated:
+    """One customer's result this tick: the kind the log counts, the line the UI shows."""
+
+    customer: str
+    kind: str
+    line: str
 
 
 def policy_interval_seconds() -> int:
@@ -62,79 +72,89 @@ def _tick(
     """Decide for every customer; request training for every decision not yet launched."""
     started = clock()
     url, instance = project_db.connection_url(), context.instance
-    requests = requests_for_open(url, instance, open_decisions(url))
+    waiting = not_launched(url, instance, open_decisions(url))
+    requests = [training_request(decision) for decision in waiting]
     published = latest_snapshots(url)
     customers, refused = split_customer_partitions(
         instance.get_dynamic_partitions(CUSTOMER_PARTITIONS)
     )
     for key in refused:  # added by hand in the UI: never decided for, never trained
         context.log.error(refused_partition_message(key))
-    if not published or not customers:
-        what = "feature snapshot is published" if not published else "customer is known"
-        return _result(context, requests, f"no {what} yet", context.cursor)
+    if published and not customers:
+        return _result(context, requests, "no customer is known yet", context.cursor)
     runs = unfinished_runs(instance)
-    publishing = publishing_work(instance, runs)
-    if publishing:
-        reason = (
-            "no decision while feature days are being published (decisions wait for settled "
-            f"data): {'; '.join(publishing)}"
-        )
-        return _result(context, requests, reason, context.cursor)
-    busy = busy_customers(url, instance, runs)
-    for request in requests:
-        decision_id = request.tags[DECISION_TAG]
-        busy.setdefault(str(request.partition_key), f"decision {decision_id} waiting for its run")
-    latest, alerts, settings = latest_decisions(url), pending_alerts(url), all_settings(url)
+    held = held_reason(instance, published, runs)
+    if held:
+        return _result(context, requests, held, context.cursor)
     frames = DayFrames(partition_storage.store())
-    baselines = Baselines(url, frames, [d.id for d in latest.values()])
+    state = read_state(url, instance, published, runs, waiting, frames)
+    results, cursor = _evaluate_all(context, url, state, customers, requests, started)
+    saved = state.baselines.save()
+    _log_deferred(context, [r.customer for r in results if r.kind == DEFERRED])
+    context.log.info(
+        f"{len(requests)} training request(s), {saved} new drift baseline(s); {summary(results)}"
+    )
+    return _result(context, requests, skip_reason(results), cursor)
 
-    def drift_of(last: Decision, recent: list[dt.date]) -> DriftMeasure:
-        baseline = baselines.stored(last.id)
-        if baseline is None:  # the window's days are parsed only when its baseline is new
-            window = sorted(dt.date.fromisoformat(d) for d in last.data_versions)
-            baseline = baselines.of(last.id, last.customer, window)
-        return measure_drift(baseline, last.customer, recent, frames)
 
-    reasons: list[str] = []
-    cursor = ""  # the first customer this tick did not reach: the next tick starts there
+def _evaluate_all(
+    context: dg.SensorEvaluationContext,
+    url: str,
+    state: PolicyState,
+    customers: list[str],
+    requests: list[dg.RunRequest],
+    started: float,
+) -> tuple[list[Evaluated], str]:
+    """Evaluate customers in turn until the budget is used; return results and the cursor.
+
+    The cursor is the first customer this tick did not reach: the next tick starts there.
+    """
+    results: list[Evaluated] = []
+    cursor = ""
     now = dt.datetime.now(dt.UTC)
     for customer in in_turn(customers, context.cursor):
         if cursor or clock() - started > TICK_BUDGET_SECONDS:
             cursor = cursor or customer
-            reasons.append(f"{customer}: deferred to the next tick (tick budget used)")
+            line = f"{customer}: deferred to the next tick (tick budget used)"
+            results.append(Evaluated(customer, DEFERRED, line))
             continue
-        choice = settings.get(customer, DEFAULTS)
         try:
-            outcome = policy_outcome(
-                customer,
-                choice,
-                published,
-                latest.get(customer),
-                alerts.get(customer),
-                busy.get(customer),
-                now,
-                drift_of,
-            )
-            line = _act(context, url, customer, outcome, published, choice.window_days, requests)
+            outcome = state.outcome(customer, now)
+            results.append(_act(context, url, customer, outcome, state, requests))
         except Exception as err:  # one customer's failure must not stop the others' decisions
             context.log.error(f"{customer}: the policy could not evaluate: {err!r}")
-            line = f"{customer}: error: {err}"
-        reasons.append(line)
-    saved = baselines.save()
-    context.log.info(
-        f"{len(requests)} training request(s), {len(reasons)} customer(s), "
-        f"{saved} new drift baseline(s)"
+            results.append(Evaluated(customer, ERROR, error_line(customer, err)))
+    return results, cursor
+
+
+def summary(results: list[Evaluated]) -> str:
+    """Return one line counting the customers per kind, the most frequent first."""
+    counts = Counter(result.kind for result in results)
+    ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    kinds = "; ".join(f"{count:,} {kind}" for kind, count in ranked)
+    return f"{len(results):,} customer(s): {kinds or 'none'}"
+
+
+def skip_reason(results: list[Evaluated]) -> str:
+    """Return the first customers' lines, and how many more (the log counts them by kind)."""
+    shown = [result.line for result in results[:SHOWN_REASONS]]
+    more = len(results) - len(shown)
+    if not more:
+        return "; ".join(shown)
+    return (
+        "; ".join(shown) + f"; ... and {more} more (counted in the tick log; "
+        "`retrain-assets policy why NAME` for one)"
     )
-    for start in range(0, len(reasons), REASONS_PER_LOG_LINE):
-        shown_here = reasons[start : start + REASONS_PER_LOG_LINE]
-        context.log.info(
-            f"customers {start + 1}-{start + len(shown_here)} of {len(reasons)}: "
-            + "; ".join(shown_here)
+
+
+def _log_deferred(context: dg.SensorEvaluationContext, names: list[str]) -> None:
+    """Name the customers the budget did not reach, a bounded line at a time."""
+    for start in range(0, len(names), DEFERRED_PER_LOG_LINE):
+        chunk = names[start : start + DEFERRED_PER_LOG_LINE]
+        context.log.warning(
+            f"deferred to the next tick (tick budget used), {start + 1}-{start + len(chunk)} "
+            f"of {len(names)}: {', '.join(chunk)}"
         )
-    shown = reasons[:SHOWN_REASONS]
-    more = len(reasons) - len(shown)
-    skip_reason = "; ".join(shown) + (f"; ... and {more} more (see the tick log)" if more else "")
-    return _result(context, requests, skip_reason, cursor)
 
 
 def _result(
@@ -170,11 +190,10 @@ def _act(
     url: str,
     customer: str,
     outcome: Outcome,
-    published: Published,
-    window_days: int,
+    state: PolicyState,
     requests: list[dg.RunRequest],
-) -> str:
-    """Carry out one outcome; return the line that says what happened."""
+) -> Evaluated:
+    """Carry out one outcome; return what happened (decisions and alerts are logged)."""
     if outcome.action == "alert" and outcome.drift is not None:
         alert = raise_alert(
             url,
@@ -184,19 +203,20 @@ def _act(
             float(outcome.details["threshold"]),
         )
         context.log.warning(f"{customer}: drift alert {alert.id}: {outcome.reason}")
-        return f"{customer}: {outcome.reason}"
+        return Evaluated(customer, outcome.kind, f"{customer}: {outcome.reason}")
     if outcome.action == "skip" or outcome.policy is None:
-        return f"{customer}: {outcome.reason}"
-    ref = choose_window(published, window_days)
+        return Evaluated(customer, outcome.kind, f"{customer}: {outcome.reason}")
+    ref = choose_window(state.published, state.settings_of(customer).window_days)
     try:
         decision = record_decision(
             url, customer, outcome.policy, outcome.reason, ref, DECIDED_BY, outcome.details
         )
     except DecisionRefused as err:  # another evaluation decided for it a moment ago
-        return f"{customer}: {err}"
+        return Evaluated(customer, "busy", f"{customer}: {err}")
     requests.append(training_request(decision))
     context.log.info(f"{customer}: decision {decision.id} ({decision.policy}): {outcome.reason}")
-    return f"{customer}: decision {decision.id}: {outcome.reason}"
+    line = f"{customer}: decision {decision.id}: {outcome.reason}"
+    return Evaluated(customer, f"decided ({outcome.kind})", line)
 
 
 def build_retraining_policy(interval_seconds: int = POLICY.default) -> dg.SensorDefinition:

@@ -39,15 +39,19 @@ def training_request(decision: Decision) -> dg.RunRequest:
     )
 
 
-def requests_for_open(
-    url: str, instance: dg.DagsterInstance, opened: list[Decision]
-) -> list[dg.RunRequest]:
-    """Mark open decisions whose run exists; return requests for the others."""
+def launched_runs(instance: dg.DagsterInstance, opened: list[Decision]) -> dict[int, str]:
+    """Return decision id -> run id of the open decisions whose run exists (a read only)."""
     if not opened:
-        return []
+        return {}
     runs = instance.get_runs(
         filters=dg.RunsFilter(tags={DECISION_TAG: [str(d.id) for d in opened]})
     )
-    launched = {int(run.tags[DECISION_TAG]): run.run_id for run in runs}
-    mark_launched(url, launched)
-    return [training_request(d) for d in opened if d.id not in launched]
+    return {int(run.tags[DECISION_TAG]): run.run_id for run in runs}
+
+
+def not_launched(url: str, instance: dg.DagsterInstance, opened: list[Decision]) -> list[Decision]:
+    """Mark open decisions whose run exists as taken up; return the others, still to request."""
+    launched = launched_runs(instance, opened)
+    if launched:
+        mark_launched(url, launched)
+    return [d for d in opened if d.id not in launched]
