@@ -2,6 +2,7 @@ from collections.abc import Iterator
 
 import dagster as dg
 import pytest
+from xdist.workermanage import WorkerController
 
 from retrain_assets.store.server import (
     PostgresServer,
@@ -19,7 +20,7 @@ from retrain_assets_tests.support.databases import (
 )
 from retrain_assets_tests.support.mlflow_server import running_mlflow
 from retrain_assets_tests.support.platform import RunningPlatform, running_platform
-from retrain_assets_tests.support.worker_groups import assign_groups
+from retrain_assets_tests.support.worker_groups import assign_groups, check_groups_reached_xdist
 
 SHARED_PLATFORM_ENV = {
     "RETRAIN_POLL_INTERVAL_SECONDS": "2",
@@ -38,9 +39,16 @@ SHARED_PLATFORM_ENV = {
 }
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Group the tests for `make test`'s workers, longest groups first (support/worker_groups)."""
     assign_groups(items)
+
+
+def pytest_xdist_node_collection_finished(node: WorkerController, ids: list[str]) -> None:
+    """Refuse to run `--dist loadgroup` when a worker's tests came back without their groups."""
+    if node.config.getoption("dist", default="no") == "loadgroup":
+        check_groups_reached_xdist(ids)
 
 
 @pytest.fixture(scope="session")

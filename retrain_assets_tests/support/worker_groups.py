@@ -52,3 +52,20 @@ def assign_groups(items: list[pytest.Item]) -> None:
         item.add_marker(pytest.mark.xdist_group(groups[id(item)]))
     # sorted() is stable: the tests of one file keep their order
     items.sort(key=lambda item: rank_of(groups[id(item)], groups[id(item)] in system_groups))
+
+
+def check_groups_reached_xdist(node_ids: list[str]) -> None:
+    """Fail loudly if pytest-xdist did not carry the groups in the node ids (it says nothing).
+
+    With pytest 9.2 and pytest-xdist 3.8 the `@group` suffix never reaches the node id
+    (pytest-dev/pytest-xdist#1386): every test would be scheduled alone, and the shared platform
+    and the chaos platform started once per worker, on a 2-core machine.
+    """
+    ungrouped = [node_id for node_id in node_ids if "@" not in node_id.rsplit("]", 1)[-1]]
+    if ungrouped:
+        pytest.exit(
+            f"--dist loadgroup lost the test groups ({len(ungrouped)} tests, e.g. "
+            f"{ungrouped[0]}): this pytest and pytest-xdist do not carry them "
+            "(pytest-dev/pytest-xdist#1386); install the versions pyproject.toml pins",
+            returncode=pytest.ExitCode.USAGE_ERROR,
+        )
