@@ -9,6 +9,9 @@ transaction and committed with the pointer; only an unexpected engine crash roll
 `advance_many` is the same trampoline for a sensor tick over thousands of customers: one
 connection, and per chunk one transaction with one locking select, one history insert and one
 pointer update, so a tick costs a few round trips per chunk instead of a connection per customer.
+Given the pointers its caller already read (`known`), the visits a state's `known_wait`
+decides from those facts alone (a poll whose job is still queued) skip the trampoline: one
+statement per chunk locks those pointers, counts the visit and appends its history row.
 """
 
 from __future__ import annotations
@@ -103,6 +106,7 @@ def advance_many(
     chunk: int = 500,
     deadline: float | None = None,
     before_commit: BeforeCommit | None = None,
+    known: Mapping[str, store.Pointer] | None = None,
 ) -> dict[str, AdvanceResult]:
     """Advance many customers' runs, as `advance` would one by one, with set-based writes.
 
@@ -112,6 +116,12 @@ def advance_many(
     and all pointers with one UPDATE. An engine fault for one customer (not a transition's
     failure, which the table routes) is reported in that customer's result and saves nothing
     for it; the rest of the chunk commits.
+
+    With `known`, a customer whose known pointer sits in a state with a `known_wait` that
+    returns a note for it (and is below the state's budget) is recorded first, in SQL
+    (`store.record_waits`): the same history row and visit count the trampoline would write,
+    and only if the pointer is still as known. Whoever that statement leaves out (changed
+    since, busy, at the budget) goes through the trampoline like everyone else.
 
     Args:
         url: the project database.
@@ -125,6 +135,8 @@ def advance_many(
         before_commit: called with the chunk's cursor and results after its pointers are
             written and before it commits, so rows the transitions produced (kept by the
             caller's services) commit with the pointers they belong to, or not at all.
+        known: pointers the caller read before the advance, by customer (e.g. the tick's due
+            list); only used to find the visits `known_wait` decides.
 
     Raises:
         NoRun: a customer has no run of this machine (its chunk is rolled back).
@@ -132,17 +144,79 @@ def advance_many(
     if chunk < 1:
         raise ValueError(f"chunk must be at least 1, not {chunk}")
     results: dict[str, AdvanceResult] = {}
+    facts = dict(prefetched or {})
     with connection(url) as conn:
         for start in range(0, len(customers), chunk):
             if deadline is not None and time.monotonic() >= deadline:
                 break
             part = customers[start : start + chunk]
             with conn, conn.cursor() as cur:
-                done = _advance_chunk(cur, machine, part, services, dict(prefetched or {}))
+                done = _record_known_waits(cur, machine, part, known or {}, facts)
+                rest = [c for c in part if c not in done]
+                if rest:
+                    done.update(_advance_chunk(cur, machine, rest, services, facts))
                 if before_commit is not None:
                     before_commit(cur, done)
                 results.update(done)
     return results
+
+
+def _record_known_waits(
+    cur: Any,
+    machine: Machine,
+    customers: Sequence[str],
+    known: Mapping[str, store.Pointer],
+    prefetched: Mapping[str, Any],
+) -> dict[str, AdvanceResult]:
+    """Record the chunk's visits that `known_wait` decides, one statement per state."""
+    by_state: dict[str, dict[str, tuple[store.Pointer, str]]] = {}
+    for customer in customers:
+        p = known.get(customer)
+        note = None if p is None else _known_note(machine, p, prefetched)
+        if p is not None and note is not None:
+            by_state.setdefault(p.state, {})[customer] = (p, note)
+    results: dict[str, AdvanceResult] = {}
+    for name, waits in by_state.items():
+        budget = machine.states[name].max_visits
+        rows = [store.KnownWait(c, p.updated_at, note) for c, (p, note) in waits.items()]
+        for customer, visit, at in store.record_waits(cur, machine.name, name, budget, rows):
+            waited = _waited(waits[customer][0], visit, at)
+            results[customer] = AdvanceResult(busy=False, pointer=waited, steps=1)
+    return results
+
+
+def _known_note(machine: Machine, p: store.Pointer, prefetched: Mapping[str, Any]) -> str | None:
+    """Return the note of the pointer's next visit if its state's `known_wait` decides it.
+
+    None whenever the trampoline must run: a terminal run, a state without a known_wait, a
+    visit over the budget (the trampoline ends the run), or a known_wait that raised.
+    """
+    state = machine.states.get(p.state)
+    if p.terminal or state is None or state.known_wait is None:
+        return None
+    if state.max_visits is not None and p.visits.get(p.state, 0) >= state.max_visits:
+        return None
+    try:
+        return state.known_wait(p.payload, prefetched)
+    except Exception:  # the transition's error boundary will say what is wrong
+        return None
+
+
+def _waited(p: store.Pointer, visit: int, updated_at: dt.datetime) -> store.Pointer:
+    """Return the pointer as `_visit` leaves it after a wait in place (built, not read back)."""
+    return store.Pointer(
+        p.machine,
+        p.customer,
+        p.run_key,
+        p.state,
+        "waiting",
+        p.payload,
+        {**p.visits, p.state: visit},
+        None,
+        p.last_error,
+        p.started_at,
+        updated_at,
+    )
 
 
 def rows_into(rows: list[tuple[store.Pointer, store.NewHistory]]) -> Record:

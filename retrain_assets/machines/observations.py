@@ -43,12 +43,7 @@ def transition_observations(
         progress: optional words per customer (e.g. a job's rounds done) to show as well.
     """
     observations = []
-    for customer, result in sorted(results.items()):
-        p = result.pointer
-        if p is None or result.error is not None or not result.steps:
-            continue
-        if before.get(customer) == p.state:
-            continue  # a wait that yielded in place: not a move
+    for customer, p in sorted(_moves(before, results).items()):
         metadata: dict[str, dg.RawMetadataValue] = {
             "machine": machine.name,
             "state": p.state,
@@ -68,3 +63,15 @@ def transition_observations(
             dg.AssetObservation(asset_key=asset_key, partition=customer, metadata=metadata)
         )
     return observations
+
+
+def _moves(before: Mapping[str, str], results: Mapping[str, AdvanceResult]) -> dict[str, Pointer]:
+    """Return the pointers that changed state; filtered before sorting, as most ticks only wait."""
+    moved = {}
+    for customer, result in results.items():
+        p = result.pointer
+        if p is None or result.error is not None or not result.steps:
+            continue
+        if before.get(customer) != p.state:  # a wait that yielded in place is not a move
+            moved[customer] = p
+    return moved

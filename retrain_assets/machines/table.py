@@ -15,6 +15,8 @@ from typing import Any, Literal
 from retrain_assets.machines.step import Context, Step
 
 Transition = Callable[[Context[Any]], Step]
+# (payload, prefetched) -> the note of a visit certain to wait in place, or None: run it
+KnownWait = Callable[[Mapping[str, Any], Mapping[str, Any]], str | None]
 EdgeKind = Literal["success", "failure", "branch"]
 
 
@@ -38,6 +40,11 @@ class State:
         max_visits: visits allowed per run (None: unlimited); one more ends the run in the
             machine's failed state with "max retries reached".
         branches: extra named exits (label -> state) a step selects with `Step.branch`.
+        known_wait: for a state that may yield, the visit the caller's facts already decide:
+            given the run's payload and the prefetched facts, the note of a visit that is
+            certain to be `Step.wait(note)` (no payload change, nothing called), else None.
+            `advance_many` then records that visit in SQL without running the transition
+            (the same history row, the same visit count); None always runs the transition.
     """
 
     transition: Transition
@@ -46,6 +53,7 @@ class State:
     may_yield: bool = False
     max_visits: int | None = None
     branches: Mapping[str, str] = field(default_factory=dict)
+    known_wait: KnownWait | None = None
 
 
 @dataclass(frozen=True)
@@ -114,6 +122,8 @@ def _validate(machine: Machine) -> None:
             fail(f"state {name} has no callable transition")
         if state.max_visits is not None and state.max_visits < 1:
             fail(f"state {name} has a budget of {state.max_visits}; use None or >= 1")
+        if state.known_wait is not None and not state.may_yield:
+            fail(f"state {name} has a known_wait but may not yield")
     for edge in machine.edges():
         if edge.target not in known:
             fail(f"state {edge.source} {edge.kind} edge {edge.label!r} -> unknown {edge.target}")

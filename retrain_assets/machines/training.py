@@ -105,18 +105,40 @@ def submit_job(ctx: Ctx) -> Step:
     return Step.success(note, payload={JOB_ID: job.id})
 
 
+def wait_note(job: Job) -> str | None:
+    """Return the note of a poll that waits on this job; None once its attempt has ended.
+
+    One function for the transition and for `known_poll_wait`, so the visit the engine records
+    without running the transition says exactly what the transition would have said.
+    """
+    if job.status.finished:
+        return None
+    return f"{job.status} {job.rounds_done}/{job.total_rounds} rounds"
+
+
 def poll_job(ctx: Ctx) -> Step:
     """Check the job, from the caller's batched statuses when given; yield while it runs."""
     job_id = ctx.payload[JOB_ID]
     job = ctx.prefetched.get(job_id)
     if not isinstance(job, Job):
         job = ctx.services.gpu.get(job_id)
-    if not job.status.finished:
-        return Step.wait(f"{job.status} {job.rounds_done}/{job.total_rounds} rounds")
+    note = wait_note(job)
+    if note is not None:
+        return Step.wait(note)
     if job.status is JobStatus.SUCCEEDED:
         return Step.success(f"job {job.id} succeeded")
     error = f"remote job {job.id} {job.status} (attempt {job.attempt}): {job.error}"
     return Step.failure(error, branch="remote failed", payload={"remote_error": error})
+
+
+def known_poll_wait(payload: Mapping[str, Any], prefetched: Mapping[str, Any]) -> str | None:
+    """Return the note of a poll the batched statuses decide will wait (POLL_JOB's known_wait).
+
+    `poll_job`'s first branch, with no service call: a job the batch left out (or one whose
+    attempt ended) returns None, and the transition runs as usual.
+    """
+    job = prefetched.get(payload[JOB_ID]) if JOB_ID in payload else None
+    return wait_note(job) if isinstance(job, Job) else None
 
 
 def job_failed(ctx: Ctx) -> Step:
@@ -176,6 +198,7 @@ def training_machine(
                 may_yield=True,
                 max_visits=poll_budget,
                 branches={"remote failed": JOB_FAILED},
+                known_wait=known_poll_wait,
             ),
             JOB_FAILED: State(job_failed, SUBMIT_JOB, FAILED),
             AWAIT_CANDIDATE: State(
