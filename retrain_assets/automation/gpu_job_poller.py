@@ -5,8 +5,10 @@ tick takes every training machine that is not terminal (a run's own freshly star
 gets `STRANDED_AFTER_SECONDS` before the sensor adopts it), so no customer can stay in a
 non-terminal state without a tick advancing it:
 
-- POLL_JOB: one batched status call for all of them; a failed job is resubmitted by the
-  machine within its budget, a succeeded one moves on to the hand-off;
+- POLL_JOB: batched status calls, 5,000 polls a slice, each slice's asked while the one
+  before is advanced; a poll whose job is still queued or running is one SQL-recorded visit
+  (`State.known_wait`), a failed job is resubmitted by the machine within its budget, a
+  succeeded one moves on to the hand-off;
 - AWAIT_CANDIDATE / AWAIT_GATE: the hand-off (`automation/handoff.py`): the candidate run is
   requested as `candidate-<run key>-<attempt>`, requested again with the next attempt when it
   failed or was cancelled, and the machine ends DONE once the verdict (and on a pass the
@@ -22,6 +24,7 @@ import datetime as dt
 import gc
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import dagster as dg
 
@@ -37,7 +40,7 @@ from retrain_assets.automation.registration_selection import registration_select
 from retrain_assets.deployment.records import auto_deploy_ready
 from retrain_assets.features.parquet_store import PartitionStorage
 from retrain_assets.gpu.protocol import Job, JobStatus
-from retrain_assets.machines.engine import advance_many
+from retrain_assets.machines.engine import AdvanceResult, advance_many
 from retrain_assets.machines.handoff import HANDOFF_STATES, FactsByCustomer, request_key
 from retrain_assets.machines.observations import transition_observations
 from retrain_assets.machines.store import Pointer, unfinished_pointers
@@ -51,6 +54,7 @@ from retrain_assets.store.resource import ProjectDatabase
 TICK_BUDGET_SECONDS = 40.0  # Dagster cancels a sensor evaluation after 60 s
 STRANDED_AFTER_SECONDS = 300.0  # a started pointer no run advanced within this is adopted
 CHUNK = 500  # customers per transaction of `advance_many`
+STATUS_SLICE = 5_000  # polls per slice: its statuses asked while the slice before is advanced
 
 
 def poll_interval_seconds() -> int:
@@ -121,6 +125,42 @@ def _tick(
         return _advance_due(context, project_db, partition_storage, gpu_service)
 
 
+class _StatusesFailed(Exception):
+    """The GPU service did not answer a status batch: the polls not yet advanced wait."""
+
+
+def _statuses_ahead(
+    gpu_service: GpuServiceResource, polls: list[Pointer], deadline: float
+) -> Iterator[tuple[list[Pointer], dict[str, Job]]]:
+    """Yield the polls slice by slice with their statuses, the next slice's asked meanwhile.
+
+    The service answers the next slice while Postgres records this one: two other processes
+    on two cores, where asking for all 100,000 first left one of them idle for 4 - 5 s. The
+    asking runs in a thread on a client of its own; none is asked past the deadline.
+
+    Raises:
+        _StatusesFailed: a batch failed; nothing more is asked.
+    """
+    slices = [polls[start : start + STATUS_SLICE] for start in range(0, len(polls), STATUS_SLICE)]
+    if not slices:
+        return
+    client = gpu_service.client()
+
+    def ask(part: list[Pointer]) -> dict[str, Job]:
+        return client.statuses([str(p.payload[JOB_ID]) for p in part])
+
+    with ThreadPoolExecutor(1) as pool:
+        pending = pool.submit(ask, slices[0])
+        for index, part in enumerate(slices):
+            try:
+                jobs = pending.result()
+            except Exception as err:
+                raise _StatusesFailed(str(err)) from err
+            if index + 1 < len(slices) and time.monotonic() < deadline:
+                pending = pool.submit(ask, slices[index + 1])
+            yield part, jobs
+
+
 def _advance_due(
     context: dg.SensorEvaluationContext,
     project_db: ProjectDatabase,
@@ -128,47 +168,56 @@ def _advance_due(
     gpu_service: GpuServiceResource,
 ) -> dg.SensorResult:
     """Do one tick's work; see `_tick`."""
-    started = time.monotonic()
+    deadline = time.monotonic() + TICK_BUDGET_SECONDS
     db_url, gpu = project_db.connection_url(), gpu_service.client()
     pointers = unfinished_pointers(db_url, NAME)
     chosen = due(pointers, dt.datetime.now(dt.UTC))
     if not chosen:
         return dg.SensorResult(skip_reason="no training machine is waiting")
-    polling = [p for p in chosen if p.state == POLL_JOB]
-    jobs: dict[str, Job] = {}
-    if polling:
-        try:
-            jobs = gpu.statuses([str(p.payload[JOB_ID]) for p in polling])
-        except Exception as err:  # the service is down: polls wait, hand-offs still move
-            context.log.error(f"GPU service unreachable, {len(polling)} poll(s) wait: {err}")
-            chosen = [p for p in chosen if p.state != POLL_JOB]
-    succeeded = {
-        p.customer
-        for p in polling
-        if (job := jobs.get(str(p.payload[JOB_ID]))) is not None
-        and job.status is JobStatus.SUCCEEDED
-    }
-    # Facts for every run that is or may get into the hand-off this tick: all but the polls
-    # still going (the bulk of a tick), so a repointed or restarted run asks in this tick.
-    handing = [p for p in chosen if p.state != POLL_JOB or p.customer in succeeded]
-    facts = handoff_facts(context.instance, db_url, handing)
     machine = training_machine()
-    services = training_services(
-        db_url, gpu, partition_storage.root(), handoff=FactsByCustomer(facts)
-    )
-    # Chunks not started inside the budget stay untouched: nobody loses a visit. A poll whose
-    # job the batch shows still queued or running is recorded in SQL from the pointer read
-    # above (`known`); the rest run their transitions.
-    results = advance_many(
-        db_url,
-        machine,
-        [p.customer for p in chosen],
-        services,
-        prefetched=jobs,
-        chunk=CHUNK,
-        deadline=started + TICK_BUDGET_SECONDS,
-        known={p.customer: p for p in chosen},
-    )
+    results: dict[str, AdvanceResult] = {}
+
+    def advance(part: list[Pointer], facts: FactsByCustomer, jobs: dict[str, Job]) -> None:
+        """Advance these runs; chunks not started by the deadline stay for the next tick.
+
+        A poll whose job the batch shows still queued or running is recorded in SQL from the
+        pointer read above (`known`); the rest run their transitions.
+        """
+        if not part:
+            return
+        services = training_services(db_url, gpu, partition_storage.root(), handoff=facts)
+        customers = [p.customer for p in part]
+        known = {p.customer: p for p in part}
+        results.update(
+            advance_many(
+                db_url,
+                machine,
+                customers,
+                services,
+                prefetched=jobs,
+                chunk=CHUNK,
+                deadline=deadline,
+                known=known,
+            )
+        )
+
+    # First the runs that are or may get into the hand-off (all but the polls, the bulk of a
+    # tick), with their facts, so a repointed or restarted run asks in this tick.
+    others = [p for p in chosen if p.state != POLL_JOB]
+    polling = [p for p in chosen if p.state == POLL_JOB]
+    facts = handoff_facts(context.instance, db_url, others)
+    advance(others, FactsByCustomer(facts), {})
+    jobs: dict[str, Job] = {}
+    unasked = 0
+    try:
+        for part, batch in _statuses_ahead(gpu_service, polling, deadline):
+            jobs.update(batch)
+            succeeded = [p for p in part if _succeeded(batch.get(str(p.payload[JOB_ID])))]
+            facts.update(handoff_facts(context.instance, db_url, succeeded))
+            advance(part, FactsByCustomer(facts), batch)
+    except _StatusesFailed as err:  # the service is down: polls wait, hand-offs still move
+        unasked = len(polling) - sum(p.customer in results for p in polling)
+        context.log.error(f"GPU service unreachable, {unasked} poll(s) wait: {err}")
     final = {p.customer: p for p in pointers}
     for customer, result in results.items():
         if result.error is not None:
@@ -198,12 +247,16 @@ def _advance_due(
         TRAINING_JOB, machine, {p.customer: p.state for p in chosen}, results, progress
     )
     context.log.info(
-        f"{len(pointers)} unfinished, {len(chosen)} due, {len(jobs)} statuses in one batch, "
+        f"{len(pointers)} unfinished, {len(chosen)} due, {len(jobs)} statuses, "
         f"{sum(p.state in HANDOFF_STATES for p in chosen)} in the hand-off, "
         f"{len(requests)} candidate run(s) requested, "
-        f"{advanced} advanced, {len(chosen) - len(results)} deferred to the next tick"
+        f"{advanced} advanced, {len(chosen) - len(results) - unasked} deferred to the next tick"
     )
     return dg.SensorResult(run_requests=requests, asset_events=moves)
+
+
+def _succeeded(job: Job | None) -> bool:
+    return job is not None and job.status is JobStatus.SUCCEEDED
 
 
 def build_gpu_job_poller(interval_seconds: int = POLL.default) -> dg.SensorDefinition:

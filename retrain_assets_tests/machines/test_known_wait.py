@@ -15,6 +15,7 @@ from typing import Any
 import dagster as dg
 import pytest
 
+import retrain_assets.automation.gpu_job_poller as poller
 from retrain_assets.automation.gpu_job_poller import gpu_job_poller
 from retrain_assets.features.parquet_store import PartitionStorage
 from retrain_assets.gpu.protocol import JobStatus
@@ -279,3 +280,33 @@ def test_with_the_gpu_service_down_a_tick_leaves_every_poll_as_it_was(
     assert {c: pointer(db, "training", c) for c in two_polling} == before
     assert {c: history(db, "training", c) for c in two_polling} == rows
     assert GPU.calls["statuses"] == 1  # asked once; no poll fell back to asking alone
+
+
+def test_polls_advance_slice_by_slice_and_a_job_that_succeeded_is_requested_in_the_tick(
+    db, dagster_instance, two_polling, monkeypatch
+):
+    monkeypatch.setattr(poller, "STATUS_SLICE", 1)  # one poll a slice: two status calls
+    GPU.set_status("job-2", JobStatus.SUCCEEDED)
+    result = poller_tick(db, dagster_instance)
+    assert [r.run_key for r in result.run_requests or []] == ["candidate-umbrella-k-1"]
+    assert GPU.calls["statuses"] == 2
+    assert [h.note for h in history(db, "training", "acme")][-1] == "queued 0/10 rounds"
+    assert pointer(db, "training", "umbrella").state == "AWAIT_CANDIDATE"
+
+
+def test_a_status_batch_that_fails_leaves_the_polls_after_it_for_the_next_tick(
+    db, dagster_instance, two_polling, monkeypatch
+):
+    monkeypatch.setattr(poller, "STATUS_SLICE", 1)
+    answered = GPU.statuses
+
+    def first_only(job_ids: list[str]) -> dict[str, Any]:
+        if GPU.calls["statuses"]:
+            GPU.down = True  # the service goes away after its first answer
+        return answered(job_ids)
+
+    monkeypatch.setattr(GPU, "statuses", first_only)
+    untouched = pointer(db, "training", "umbrella")
+    assert not poller_tick(db, dagster_instance).run_requests
+    assert [h.visit for h in history(db, "training", "acme")][-1] == 2
+    assert pointer(db, "training", "umbrella") == untouched
