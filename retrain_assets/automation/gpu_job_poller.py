@@ -156,9 +156,12 @@ def _statuses_ahead(
                 jobs = pending.result()
             except Exception as err:
                 raise _StatusesFailed(str(err)) from err
-            if index + 1 < len(slices) and time.monotonic() < deadline:
+            more = index + 1 < len(slices) and time.monotonic() < deadline
+            if more:
                 pending = pool.submit(ask, slices[index + 1])
             yield part, jobs
+            if not more:  # the slices not asked wait for the next tick, never with these jobs
+                return
 
 
 def _advance_due(
