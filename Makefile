@@ -5,10 +5,10 @@ CHROMIUM ?= /usr/bin/chromium
 # WORKERS=0 runs it in one process.
 WORKERS ?= 2
 PYTEST_WORKERS = $(if $(filter 0,$(WORKERS)),,-n $(WORKERS) --dist loadfile)
-# `make test` runs the whole suite in SUITE_WORKERS workers (0: one process), one per core: each
-# system test's platform is busy too (its daemon, its runs), so a third worker only adds
-# contention. The groups and their order (longest first): retrain_assets_tests/support/worker_groups.py.
-SUITE_WORKERS ?= 2
+# `make test` runs the whole suite in SUITE_WORKERS workers (0: one process). Two left a fifth of
+# the two cores idle while tests waited on ticks; three measured 14.5 min against two's 16.7 for
+# .ci/run (docs/tests.md). The groups and their order: retrain_assets_tests/support/worker_groups.py.
+SUITE_WORKERS ?= 3
 SUITE_DIST = $(if $(filter 0,$(SUITE_WORKERS)),,-n $(SUITE_WORKERS) --dist loadgroup --no-loadscope-reorder)
 # Some machines set PYTHONDONTWRITEBYTECODE: every process (each test worker, each run the
 # daemon launches) would compile the project and rewrite the tests' asserts again, 2-5 s each.
