@@ -17,6 +17,7 @@ STORE_DAY_FEATURES = dg.AssetKey("store_day_features")
 TRAINING_JOB = dg.AssetKey("training_job")
 MODEL_CANDIDATE = dg.AssetKey("model_candidate")
 REGISTERED_MODEL = dg.AssetKey("registered_model")
+DEPLOYMENT_DECISION = dg.AssetKey("deployment_decision")
 DEPLOYED_MODEL = dg.AssetKey("deployed_model")
 
 

@@ -108,9 +108,11 @@ def _diagram(args: argparse.Namespace) -> int:
 
 def _status(args: argparse.Namespace) -> int:
     from retrain_assets.runtime.machine_report import status_lines
+    from retrain_assets.runtime.serving_status import serving_lines
     from retrain_assets.store.resource import ProjectDatabase
 
-    print("\n".join(status_lines(ProjectDatabase().prepare(), args.customer)))
+    url = ProjectDatabase().prepare()
+    print("\n".join(serving_lines(url, args.customer) + status_lines(url, args.customer)))
     return 0
 
 
@@ -262,7 +264,10 @@ _DESCRIPTIONS = {
     "(upstream: dagster-io/dagster#3812).",
     "diagram": "Print a state machine (training or rollout) as a Mermaid stateDiagram-v2, "
     "rendered from the table it runs.",
-    "status": "Each customer's state machines (training, rollout): state, run key, job, visits "
+    "status": "First what serves each customer and how fresh it is, as the UI's "
+    "serving_model_fresh check says (fresh, WARNING or ERROR, with what holds it back and what "
+    "waits for a person and how to approve it); then each customer's state machines (training, "
+    "rollout): state, run key, job, visits "
     "left in the state, when it last moved, why a finished run ended or the last error, the last "
     "step.",
     "history": "Every recorded visit of a customer's machines, oldest first: state, visit, where "

@@ -6,10 +6,18 @@ import dagster as dg
 
 from retrain_assets.automation.customer_discovery import customer_discovery
 from retrain_assets.automation.gpu_job_poller import build_gpu_job_poller
-from retrain_assets.automation.intervals import LANDING, POLICY, POLL, ROLLOUT, interval_seconds
+from retrain_assets.automation.intervals import (
+    LANDING,
+    POLICY,
+    POLL,
+    ROLLOUT,
+    SERVING,
+    interval_seconds,
+)
 from retrain_assets.automation.landing_arrivals import build_landing_arrivals
 from retrain_assets.automation.retraining_policy import build_retraining_policy
 from retrain_assets.automation.rollout_controller import build_rollout_controller
+from retrain_assets.automation.serving_report import build_serving_report
 from retrain_assets.deployment.tracking import deployment_mlflow
 from retrain_assets.features.parquet_store import DailyParquetIOManager, PartitionStorage
 from retrain_assets.features.sales_asset import sales
@@ -18,6 +26,9 @@ from retrain_assets.models.beats_champion_check import GateSettings
 from retrain_assets.models.challenger_now_check import challenger_beats_champion_now
 from retrain_assets.models.checks import MODEL_CHECKS
 from retrain_assets.models.deployed_model_asset import deployed_model
+from retrain_assets.models.deployment_audit_check import deployments_match_decisions
+from retrain_assets.models.deployment_decision_asset import deployment_decision
+from retrain_assets.models.freshness_check import serving_model_fresh
 from retrain_assets.models.model_candidate_asset import model_candidate
 from retrain_assets.models.registered_model_asset import registered_model
 from retrain_assets.models.resources import GpuServiceResource
@@ -47,9 +58,10 @@ def build_definitions() -> dg.Definitions:
             training_job,
             model_candidate,
             registered_model,
+            deployment_decision,
             deployed_model,
         ],
-        asset_checks=list(MODEL_CHECKS),
+        asset_checks=[*MODEL_CHECKS, serving_model_fresh],
         jobs=[
             dg.define_asset_job(
                 FEATURES_JOB,
@@ -62,11 +74,12 @@ def build_definitions() -> dg.Definitions:
             approve_drift_retraining,
             dg.define_asset_job(
                 DEPLOY_JOB,
-                selection=dg.AssetSelection.assets(deployed_model)
-                | dg.AssetSelection.checks(challenger_beats_champion_now),
+                selection=dg.AssetSelection.assets(deployment_decision)
+                | dg.AssetSelection.checks(challenger_beats_champion_now)
+                | dg.AssetSelection.checks(deployments_match_decisions),
                 description="Deploy a customer's challenger: the blocking deploy-time check "
-                "challenger_beats_champion_now, then deployed_model (the decision and the "
-                "start of its canary rollout).",
+                "challenger_beats_champion_now, then deployment_decision (the decision and the "
+                "start of its canary rollout), then the deployment audit.",
             ),
         ],
         sensors=[
@@ -75,6 +88,7 @@ def build_definitions() -> dg.Definitions:
             build_retraining_policy(interval_seconds(POLICY)),
             build_landing_arrivals(interval_seconds(LANDING)),
             build_rollout_controller(interval_seconds(ROLLOUT)),
+            build_serving_report(interval_seconds(SERVING)),
         ],
         resources={
             # URLs and tokens come from the environment `retrain-assets up` exports to every

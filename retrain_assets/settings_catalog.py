@@ -116,6 +116,12 @@ SETTINGS: tuple[Setting, ...] = (
         "`300`",
     ),
     Setting(
+        "RETRAIN_SERVING_REPORT_INTERVAL_SECONDS",
+        "`serving_report` tick interval: materializes `deployed_model` when a champion moves "
+        "and reports each customer's `serving_model_fresh` verdict when it changes",
+        "`60`",
+    ),
+    Setting(
         "RETRAIN_CODE_COMMIT",
         "the code commit in the run key",
         "`git rev-parse HEAD` of the checkout",
@@ -250,7 +256,7 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "RETRAIN_DEPLOY_PASS_MAX_AGE_HOURS",
-        "how old a deploy-time pass may be for `deployed_model` run alone",
+        "how old a deploy-time pass may be for `deployment_decision` run alone",
         "`24`",
     ),
     Setting(

@@ -34,6 +34,7 @@ SHARED_PLATFORM_ENV = {
     "RETRAIN_ROLLOUT_MIN_ACTUALS": "20",
     "RETRAIN_ROLLOUT_MAX_NO_DATA_INTERVALS": "300",
     "RETRAIN_DEPLOY_CHECK_DAYS": "3",
+    "RETRAIN_SERVING_REPORT_INTERVAL_SECONDS": "2",
     # tests here publish their days by hand; the landing automation has a platform of its own
     "RETRAIN_LANDING_AUTOMATION": "off",
 }

@@ -45,7 +45,7 @@ from retrain_assets.machines.handoff import HANDOFF_STATES, FactsByCustomer, req
 from retrain_assets.machines.observations import transition_observations
 from retrain_assets.machines.store import Pointer, unfinished_pointers
 from retrain_assets.machines.training import JOB_ID, NAME, POLL_JOB, training_machine
-from retrain_assets.models.deployed_model_asset import deployed_model
+from retrain_assets.models.deployment_decision_asset import deployment_decision
 from retrain_assets.models.model_candidate_asset import model_candidate
 from retrain_assets.models.registered_model_asset import registered_model
 from retrain_assets.models.resources import GpuServiceResource, training_services
@@ -75,7 +75,7 @@ def candidate_request(
     candidate and `registered_model`, so a failing gate stops the registration in this run.
     Its run key names the attempt (`candidate-<run key>-<attempt>`): a failed attempt's key is
     used up in Dagster, so the machine asks for the next attempt, never the same key again.
-    With `auto_deploy`, `deployed_model` follows behind its blocking deploy-time check.
+    With `auto_deploy`, `deployment_decision` follows behind its blocking deploy-time check.
     """
     return dg.RunRequest(
         run_key=request_key(run_key, attempt),
@@ -272,7 +272,7 @@ def build_gpu_job_poller(interval_seconds: int = POLL.default) -> dg.SensorDefin
         name="gpu_job_poller",
         minimum_interval_seconds=interval_seconds,
         default_status=dg.DefaultSensorStatus.RUNNING,
-        asset_selection=[model_candidate, registered_model, deployed_model],
+        asset_selection=[model_candidate, registered_model, deployment_decision],
         description="Advances every unfinished training machine: polls GPU jobs in one batched "
         "call and requests, follows and re-requests each finished job's candidate run.",
     )(_tick)

@@ -12,7 +12,7 @@ import time
 
 import dagster as dg
 
-from retrain_assets.asset_keys import DEPLOYED_MODEL
+from retrain_assets.asset_keys import DEPLOYMENT_DECISION
 from retrain_assets.automation.intervals import ROLLOUT, interval_seconds
 from retrain_assets.deployment.advancing import TickReport, advance_rollouts
 from retrain_assets.deployment.mirror import MirrorReport, mirror_analyses
@@ -61,7 +61,7 @@ def _tick(
     for customer, problem in sorted(report.problems.items()):
         context.log.error(f"{customer}: {problem}")
     moves = transition_observations(
-        DEPLOYED_MODEL, rollout_machine(settings), report.before, report.results
+        DEPLOYMENT_DECISION, rollout_machine(settings), report.before, report.results
     )
     if not report.active:
         return dg.SensorResult(skip_reason="no rollout in progress", asset_events=moves)

@@ -1,4 +1,4 @@
-"""Advancing rollouts: what a controller tick, `deployed_model` and `retrain-assets rollback` share.
+"""Advancing rollouts: what a controller tick, `deployment_decision` and `rollback` share.
 
 Every advance of the rollout machine goes through `advance_rollouts`, so each one sees the
 same facts: the rollouts in progress and their hand aborts, and, for the canary steps whose

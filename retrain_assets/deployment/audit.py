@@ -7,7 +7,7 @@ themselves, and the MLflow registry against them: the version alias `champion` p
 be the one the last recorded move made champion (tagged with that decision), alias `canary`
 only on the version of a rollout in a canary step, and `serving_routes` naming the same
 versions as the aliases. `retrain-assets audit` and the `deployments_match_decisions` check on
-`deployed_model` both run it.
+`deployment_decision` both run it.
 """
 
 from __future__ import annotations

@@ -73,7 +73,7 @@ class Rollout:
 
 @dataclass(frozen=True)
 class DeploymentRequest:
-    """What a `deployed_model` run decided, before it is recorded."""
+    """What a `deployment_decision` run decided, before it is recorded."""
 
     customer: str
     version: str

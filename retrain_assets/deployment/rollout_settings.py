@@ -36,7 +36,7 @@ class RolloutSettings:
         deploy_margin: how much lower (relative) the challenger's WAPE must be than the
             champion's at the deploy-time check (0: lower at all).
         pass_max_age_hours: how old a deploy-time pass may be for a later run of
-            `deployed_model` alone to rely on it.
+            `deployment_decision` alone to rely on it.
     """
 
     interval_seconds: int = 60

@@ -5,7 +5,7 @@ tracks: building its resource opens (or, in a later step of the same Dagster run
 `dagster_run_id` tag) one MLflow run. What it cannot do on its own is follow the customer: its
 experiment is fixed in config. `deployment_mlflow` therefore builds `MlFlow` with the
 experiment `deployments/<customer>` of the run's partition, so the deploy-time check logs its
-scores and `deployed_model` its decision into the same run, and the rollout's later analyses
+scores and `deployment_decision` its decision into the same run, and the rollout's later analyses
 are logged into it by id (`mirror.py`). Registry calls stay on `MlflowClient`
 (`MlflowRegistry`). Each step ends the run it used; the next step of the Dagster run resumes it.
 """

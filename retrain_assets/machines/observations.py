@@ -2,7 +2,7 @@
 
 The state machines live in Postgres, but the people who run the platform live in the Dagster
 UI: every move of a customer's machine (training on `training_job`, rollout on
-`deployed_model`) appears on that customer's partition of the asset, with its state, why,
+`deployment_decision`) appears on that customer's partition of the asset, with its state, why,
 the visits left and the job. Only moves are observed, never a wait that yielded in place, so
 the event log grows with what happened, not with how long it took.
 """

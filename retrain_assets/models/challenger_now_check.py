@@ -2,9 +2,9 @@
 
 Right before a deployment, the challenger (alias `challenger`) and the champion in production
 are both loaded from the registry and scored on the newest days with actual sales, newer than
-the candidate's holdout where such days exist. A fail stops `deployed_model` in that run; the
+the candidate's holdout where such days exist. A fail stops `deployment_decision` in that run; the
 verdict is a row in `gate_results` (gate = this check's name, with the version), because a
-later run of `deployed_model` alone must refuse a version without a recorded pass. The scores
+later run of `deployment_decision` alone must refuse a version without a recorded pass. The scores
 go into the deployment's MLflow run (dagster-mlflow), the one its decision will be recorded in.
 """
 

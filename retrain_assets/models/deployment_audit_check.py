@@ -7,9 +7,9 @@ most one rollout, and the aliases agree with the records and with `serving_route
 
 import dagster as dg
 
+from retrain_assets.asset_keys import DEPLOYED_MODEL, DEPLOYMENT_DECISION
 from retrain_assets.customers import CUSTOMERS
 from retrain_assets.deployment.audit import audit_deployments
-from retrain_assets.models.deployed_model_asset import deployed_model
 from retrain_assets.registry.resource import MlflowRegistryResource
 from retrain_assets.store.resource import ProjectDatabase
 
@@ -17,7 +17,9 @@ CHECK_NAME = "deployments_match_decisions"
 
 
 @dg.asset_check(
-    asset=deployed_model,
+    asset=DEPLOYED_MODEL,
+    # after the decision when both are in one run; `deployed_model` itself has no step
+    additional_deps=[DEPLOYMENT_DECISION],
     name=CHECK_NAME,
     partitions_def=CUSTOMERS,
     description="Every champion move has one decision and one promoted rollout; aliases, "

@@ -38,6 +38,7 @@ DEMO_ENVIRONMENT = {
     # the demo clock writes whole files at once: a day is ready as soon as it has landed
     "RETRAIN_LANDING_INTERVAL_SECONDS": "5",
     "RETRAIN_LANDING_SETTLE_SECONDS": "1",
+    "RETRAIN_SERVING_REPORT_INTERVAL_SECONDS": "5",
 }
 
 

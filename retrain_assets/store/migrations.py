@@ -284,6 +284,18 @@ MIGRATIONS: list[str] = [
         WHERE mlflow_logged_at IS NULL;
     CREATE INDEX gate_results_version ON gate_results (customer, model_version, gate, id DESC);
     """,
+    # 9: what the UI was last told per customer (the `serving_report` sensor): the champion
+    # move materialized on `deployed_model` and the freshness verdict reported on its check.
+    """
+    CREATE TABLE serving_reports (
+        customer        text PRIMARY KEY,
+        move_id         bigint,
+        freshness       text,
+        reported_at     timestamptz NOT NULL DEFAULT clock_timestamp()
+    );
+    CREATE INDEX champion_moves_customer ON champion_moves (customer, id DESC);
+    CREATE INDEX gate_results_customer ON gate_results (customer, gate, id DESC);
+    """,
 ]
 
 _LOCK_ID = 7_231_001  # pg_advisory_xact_lock key: one migrator at a time

@@ -106,7 +106,7 @@ class RolloutWorld:
         return predict
 
     def deploy(self, customer: str, version: str, champion: str | None) -> StartedDeployment:
-        """Record a passing deploy-time verdict and start the rollout, as deployed_model does."""
+        """Record a passing deploy-time verdict and start the rollout as deployment_decision."""
         verdict = record_gate_result(
             self.db,
             GateResult(
@@ -260,11 +260,27 @@ class RegistryWorld:
         )
         return registry.register(self.customer, run_key, run_id)
 
-    def run(self, job: str | None = None, assets: list[str] | None = None, tags=None):
-        """Execute the deploy job (or some assets with their checks) for the customer."""
+    def run(
+        self,
+        job: str | None = None,
+        assets: list[str] | None = None,
+        tags=None,
+        checks: list[str] | None = None,
+    ):
+        """Execute the deploy job, some assets with their checks, or some checks alone."""
         from retrain_assets.definitions import build_definitions
 
         defs = build_definitions()
+        if checks:  # in deploy_model, alone: a check-only job of `deployed_model` has no partitions
+            definition = defs.resolve_job_def("deploy_model")
+            nodes = [n.name for n in definition.nodes if any(n.name.endswith(c) for c in checks)]
+            return definition.execute_in_process(
+                instance=self.instance,
+                partition_key=self.customer,
+                op_selection=nodes,
+                tags=tags or {},
+                raise_on_error=False,
+            )
         if job:
             definition = defs.resolve_job_def(job)
             selection = None

@@ -72,7 +72,7 @@ def test_first_deployment_then_a_better_challenger_rolls_out_and_is_promoted(reg
     check = check_of(result)
     assert check.passed and check.partition == world.customer
     assert check.metadata["champion_version"].value == "none (seasonal naive)"
-    [deployed] = result.asset_materializations_for_node("deployed_model")
+    [deployed] = result.asset_materializations_for_node("deployment_decision")
     assert deployed.metadata["rollout_state"].value == "DONE"  # nothing to canary against
     assert registry.aliases(world.customer)[CHAMPION] == first
     # the deployment's MLflow run left no process-wide MLflow state behind (URI, experiment)
@@ -86,7 +86,7 @@ def test_first_deployment_then_a_better_challenger_rolls_out_and_is_promoted(reg
     assert check.passed, check.description
     assert check.metadata["champion_version"].value == first
     assert check.metadata["scored_days"].value == "2025-02-23 .. 2025-03-01"
-    [deployed] = result.asset_materializations_for_node("deployed_model")
+    [deployed] = result.asset_materializations_for_node("deployment_decision")
     shown = {k: v.value for k, v in deployed.metadata.items()}
     assert shown["rollout_state"] == "CANARY_10" and shown["replaces_champion"] == first
     assert shown["version"] == second and shown["run_key"] == "rk-second"
@@ -140,7 +140,7 @@ def test_first_deployment_then_a_better_challenger_rolls_out_and_is_promoted(reg
     registry.client.set_registered_model_alias(name, CHAMPION, first)  # a move by hand
     try:
         assert main(["audit", "--tracking-uri", world.mlflow_uri]) == 1
-        audited = world.run(assets=["deployed_model"])  # its audit check says the same
+        audited = world.run(checks=["deployments_match_decisions"])  # the check says the same
         [evaluation] = [
             e
             for e in audited.get_asset_check_evaluations()
@@ -162,7 +162,7 @@ def test_a_failing_deploy_time_check_blocks_the_deployment_and_a_later_run_alone
     assert not result.success
     check = check_of(result)
     assert not check.passed and "does not beat" in check.description
-    assert result.asset_materializations_for_node("deployed_model") == []
+    assert result.asset_materializations_for_node("deployment_decision") == []
     assert rows(world.db, "SELECT version FROM deployment_decisions") == [(first,)]
     assert registry.aliases(world.customer) == {"champion": first, "challenger": worse}
     [(passed, gate)] = rows(
@@ -172,7 +172,7 @@ def test_a_failing_deploy_time_check_blocks_the_deployment_and_a_later_run_alone
     )
     assert (passed, gate) == (False, CHECK_NAME)
 
-    alone = world.run(assets=["deployed_model"])
+    alone = world.run(assets=["deployment_decision"])
     assert not alone.success
     error = alone.get_step_failure_events()[0].step_failure_data.error.to_string()
     assert f"refusing to deploy {model_name(world.customer)} v{worse}" in error
@@ -201,7 +201,7 @@ def test_a_rollout_aborted_by_hand_is_rolled_back_with_who_and_why(registry_worl
     assert main(["rollback", world.customer, "--reason", "again"]) == 2
     assert "has no rollout in progress" in capsys.readouterr().err
     # A redeploy of the same version is a new decision (its pass is recent, champion the same)
-    again = world.run(assets=["deployed_model"])
+    again = world.run(assets=["deployment_decision"])
     assert again.success
     decisions = rows(world.db, "SELECT version FROM deployment_decisions ORDER BY id")
     assert decisions == [(first,), (second,), (second,)]

@@ -127,6 +127,6 @@ def test_registration_runs_leave_the_deploy_time_check_to_deployments():
         "one_version_per_run_key",
     }
     auto = registration_selection(auto_deploy=True)
-    assert auto["asset_selection"][-1].to_user_string() == "deployed_model"
+    assert auto["asset_selection"][-1].to_user_string() == "deployment_decision"
     assert DEPLOY_CHECK in auto["asset_check_keys"]
     assert set(plain["asset_check_keys"]) < set(auto["asset_check_keys"])

@@ -313,9 +313,9 @@ def test_a_failing_deploy_time_check_stops_the_run_and_a_later_run_alone_refuses
     assert app(
         platform, "SELECT count(*) FROM deployment_decisions WHERE customer = %s", (customer,)
     ) == [(1,)]  # the first deployment only
-    alone = launch(platform, "__ASSET_JOB", customer, assets=["deployed_model"])
+    alone = launch(platform, "__ASSET_JOB", customer, assets=["deployment_decision"])
     assert wait_for_end(platform, alone) == "FAILURE"
-    message = step_failures(platform, alone)["deployed_model"]
+    message = step_failures(platform, alone)["deployment_decision"]
     assert f"refusing to deploy {model_name(customer)} v{inflated}" in message
     assert "challenger_beats_champion_now failed: " in message
     assert app(

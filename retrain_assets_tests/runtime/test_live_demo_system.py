@@ -26,7 +26,7 @@ pytestmark = pytest.mark.system
 
 REGISTERED_SECONDS = 300  # `up` to the first version in MLflow, on a quiet machine
 MORE_DAYS_SECONDS = 4 * DEFAULT_DAY_SECONDS  # two simulated days after that, with slack
-MODEL_ASSETS = ("training_job", "model_candidate", "registered_model", "deployed_model")
+MODEL_ASSETS = ("training_job", "model_candidate", "registered_model", "deployment_decision")
 FEATURE_ASSETS = ("sales", "store_day_features")
 # who may start the model side, and the run keys they give their runs
 MODEL_LAUNCHERS = {"retraining_policy": "decision-", "gpu_job_poller": "candidate-"}

@@ -49,7 +49,7 @@ def open_job_launchpad(journey: Journey, job: str) -> None:
     Only this launchpad runs the whole job. Dagster 1.13's other ways to launch an asset job
     from its page (Materialize…, and the asset launchpad behind the arrow beside it) launch
     the job's assets with their own checks only: deploy_model's blocking check on
-    registered_model would not run, and deployed_model refuses (seen in this journey).
+    registered_model would not run, and deployment_decision refuses (seen in this journey).
     """
     journey.open(f"/locations/retrain_assets/jobs/{job}/playground")
     journey.wait_visible(

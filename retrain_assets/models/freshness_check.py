@@ -1,0 +1,52 @@
+"""`serving_model_fresh`: per customer, is the model that serves fresh? A check on `deployed_model`.
+
+The `serving_report` sensor evaluates it for every customer on its own and reports each change
+as a runless evaluation, so the Checks tab shows every customer green, yellow (warning) or red
+(error) at any time with nobody launching anything. Its compute is the same judgement (in a run
+with the customer's partition), from the same code, `models/freshness.py`.
+"""
+
+import dagster as dg
+
+from retrain_assets.asset_keys import DEPLOYED_MODEL
+from retrain_assets.customers import CUSTOMERS
+from retrain_assets.models.freshness import Freshness, judge_freshness
+from retrain_assets.store.resource import ProjectDatabase
+
+CHECK_NAME = "serving_model_fresh"
+SEVERITY = {"warn": dg.AssetCheckSeverity.WARN, "error": dg.AssetCheckSeverity.ERROR}
+
+
+def check_evaluation(verdict: Freshness) -> dg.AssetCheckEvaluation:
+    """Return the verdict as a runless evaluation of this check on the customer's partition."""
+    return dg.AssetCheckEvaluation(
+        asset_key=DEPLOYED_MODEL,
+        check_name=CHECK_NAME,
+        passed=verdict.passed,
+        severity=SEVERITY.get(verdict.severity, dg.AssetCheckSeverity.WARN),
+        description=verdict.reason,
+        metadata=verdict.metadata(),
+        partition=verdict.customer,
+    )
+
+
+@dg.asset_check(
+    asset=DEPLOYED_MODEL,
+    name=CHECK_NAME,
+    partitions_def=CUSTOMERS,
+    description="The serving champion's training data is at most schedule_days published days "
+    "behind the newest feature day (warning), or twice that (error); says what holds the "
+    "customer back and what waits for a person. Evaluated by the serving_report sensor.",
+)
+def serving_model_fresh(
+    context: dg.AssetCheckExecutionContext, project_db: ProjectDatabase
+) -> dg.AssetCheckResult:
+    """Judge this customer's serving model now, as the sensor does."""
+    customer = context.partition_key
+    verdict = judge_freshness(project_db.connection_url(), [customer])[customer]
+    return dg.AssetCheckResult(
+        passed=verdict.passed,
+        severity=SEVERITY.get(verdict.severity, dg.AssetCheckSeverity.WARN),
+        description=verdict.reason,
+        metadata=verdict.metadata(),
+    )
