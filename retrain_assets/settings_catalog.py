@@ -143,6 +143,46 @@ SETTINGS: tuple[Setting, ...] = (
         "`$RETRAIN_HOME/mlflow-artifacts`",
     ),
     Setting(
+        "RETRAIN_RETRY_FIRST_SECONDS",
+        "wait before a training run's first retry (a download, a resubmission, a candidate run "
+        "requested again); each later retry waits twice as long, up to the maximum",
+        "`30`",
+    ),
+    Setting(
+        "RETRAIN_RETRY_MAX_SECONDS",
+        "the longest wait between two retries of a training run's state",
+        "`600`",
+    ),
+    Setting(
+        "RETRAIN_RETRY_JITTER",
+        "each retry's wait is drawn within +/- this fraction of it, so runs that failed "
+        "together do not retry together",
+        "`0.25`",
+    ),
+    Setting(
+        "RETRAIN_GPU_OUTAGE_LIMIT_SECONDS",
+        "how long a training run waits on an unreachable training service before it ends FAILED "
+        "(an outage is recorded once, its ticks do not spend POLL_JOB's visits)",
+        "`86400`",
+    ),
+    Setting(
+        "RETRAIN_EVIDENCE_MIN_TRAIN_ROWS",
+        "rows of the customer a window's training part needs, or `training_job` refuses it "
+        "before any GPU job",
+        "`28`",
+    ),
+    Setting(
+        "RETRAIN_EVIDENCE_MIN_HOLDOUT_ROWS",
+        "rows of the customer the holdout needs (for the refusal and the gate's \"not enough "
+        "evidence\")",
+        "`7`",
+    ),
+    Setting(
+        "RETRAIN_EVIDENCE_MIN_HOLDOUT_ROWS_PER_STORE",
+        "holdout rows each store with training rows needs",
+        "`1`",
+    ),
+    Setting(
         "RETRAIN_GATE_MARGIN",
         "how much lower (relative) a candidate's WAPE must be than the champion's (or seasonal "
         "naive's) to pass `beats_champion`; also the `gate_settings` resource's `margin`",

@@ -23,7 +23,7 @@ import contextlib
 import datetime as dt
 import gc
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 
 import dagster as dg
@@ -40,9 +40,16 @@ from retrain_assets.automation.registration_selection import registration_select
 from retrain_assets.deployment.records import auto_deploy_ready
 from retrain_assets.features.parquet_store import PartitionStorage
 from retrain_assets.gpu.protocol import Job, JobStatus
+from retrain_assets.machines.backoff import retry_pending
 from retrain_assets.machines.engine import AdvanceResult, advance_many
 from retrain_assets.machines.handoff import HANDOFF_STATES, FactsByCustomer, request_key
 from retrain_assets.machines.observations import transition_observations
+from retrain_assets.machines.outage import (
+    SERVICE_DOWN,
+    ServiceDown,
+    needs_outage_visit,
+    outage_limit_seconds,
+)
 from retrain_assets.machines.store import Pointer, unfinished_pointers
 from retrain_assets.machines.training import JOB_ID, NAME, POLL_JOB, training_machine
 from retrain_assets.models.deployment_decision_asset import deployment_decision
@@ -91,9 +98,15 @@ def due(pointers: list[Pointer], now: dt.datetime) -> list[Pointer]:
 
     A "ready" pointer was started by a `training_job` run that advances it a moment later; one
     left ready for `STRANDED_AFTER_SECONDS` lost its run (a crash between start and advance).
+    A run whose retry is not due yet (`machines/backoff.py`) waits for a later tick.
     """
     stranded = now - dt.timedelta(seconds=STRANDED_AFTER_SECONDS)
-    return [p for p in pointers if p.status != "ready" or p.updated_at <= stranded]
+    return [
+        p
+        for p in pointers
+        if (p.status != "ready" or p.updated_at <= stranded)
+        and not retry_pending(p.payload, p.state, now)
+    ]
 
 
 @contextlib.contextmanager
@@ -180,7 +193,7 @@ def _advance_due(
     machine = training_machine()
     results: dict[str, AdvanceResult] = {}
 
-    def advance(part: list[Pointer], facts: FactsByCustomer, jobs: dict[str, Job]) -> None:
+    def advance(part: list[Pointer], facts: FactsByCustomer, jobs: Mapping[str, object]) -> None:
         """Advance these runs; chunks not started by the deadline stay for the next tick.
 
         A poll whose job the batch shows still queued or running is recorded in SQL from the
@@ -219,8 +232,18 @@ def _advance_due(
             facts.update(handoff_facts(context.instance, db_url, succeeded))
             advance(part, FactsByCustomer(facts), batch)
     except _StatusesFailed as err:  # the service is down: polls wait, hand-offs still move
-        unasked = len(polling) - sum(p.customer in results for p in polling)
-        context.log.error(f"GPU service unreachable, {unasked} poll(s) wait: {err}")
+        # an outage's first tick is a recorded visit of each poll (a history row, last_error),
+        # the rest of it leaves them alone: their budget is not spent a tick at a time
+        down = ServiceDown(dt.datetime.now(dt.UTC), str(err))
+        left = [p for p in polling if p.customer not in results]
+        limit = outage_limit_seconds()
+        told = [p for p in left if needs_outage_visit(p.payload, down.at, limit)]
+        advance(told, FactsByCustomer(facts), {SERVICE_DOWN: down})
+        unasked = len(left) - len(told)
+        context.log.error(
+            f"GPU service unreachable, {unasked} poll(s) wait, {len(told)} outage(s) recorded"
+            f" on the machine: {err}"
+        )
     final = {p.customer: p for p in pointers}
     for customer, result in results.items():
         if result.error is not None:

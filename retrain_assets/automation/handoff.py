@@ -14,11 +14,13 @@ no run yet into a `RunRequest` keyed `candidate-<run key>-<attempt>` (built by t
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import dagster as dg
 
 from retrain_assets.asset_keys import REGISTERED_MODEL
+from retrain_assets.machines.backoff import retry_pending
 from retrain_assets.machines.handoff import (
     ATTEMPT,
     HANDOFF_STATES,
@@ -33,7 +35,7 @@ from retrain_assets.store.database import transaction
 RUN_KEY_TAG = "retrain/run_key"
 ATTEMPT_TAG = "retrain/handoff_attempt"
 GATE = "beats_champion"
-_FAILURE_TEXT = 300  # characters of a failed run's error kept in the machine's history
+_FAILURE_TEXT = 600  # characters of a failed run's error kept in the machine's history
 FAILURES_READ = 20  # failed runs whose error a tick reads from the event log
 UNREAD = "(error not read this tick: see the run)"
 
@@ -163,12 +165,16 @@ def handoff_requests(
     """Return a request for each hand-off whose current attempt has no run in the instance.
 
     A tick evaluated twice asks again for the same attempt (same Dagster run key: Dagster
-    launches it once); a new attempt is only ever chosen by the machine, after a run ended.
+    launches it once); a new attempt is only ever chosen by the machine, after a run ended, and
+    is requested once its retry's wait is over.
     """
     requests = []
+    now = dt.datetime.now(dt.UTC)
     for p in pointers:
         attempt = p.payload.get(ATTEMPT)
         if p.state not in HANDOFF_STATES or p.terminal or attempt is None:
+            continue
+        if retry_pending(p.payload, p.state, now):
             continue
         known = facts.get((p.customer, p.run_key))
         if known is not None and known.run_of(int(attempt)) is not None:

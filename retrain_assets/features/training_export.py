@@ -40,11 +40,32 @@ def read_holdout(store: ParquetPartitionStore, customer: str, run_key: str) -> p
     Raises:
         FileNotFoundError: the run key was never exported.
     """
-    path = export_folder(store, customer, run_key) / "holdout.parquet"
+    return read_export_part(store, customer, run_key, "holdout")
+
+
+def read_export_part(
+    store: ParquetPartitionStore,
+    customer: str,
+    run_key: str,
+    part: str,
+    columns: list[str] | None = None,
+) -> pd.DataFrame:
+    """Return a run key's exported `train` or `holdout` rows (only `columns`, when given).
+
+    Raises:
+        FileNotFoundError: the run key was never exported.
+    """
+    path = export_folder(store, customer, run_key) / f"{part}.parquet"
     if not path.exists():
-        raise FileNotFoundError(f"no holdout exported for run {run_key} of {customer} at {path}")
+        raise FileNotFoundError(f"no {part} exported for run {run_key} of {customer} at {path}")
     with path.open("rb") as handle:
-        return pd.read_parquet(handle)
+        return pd.read_parquet(handle, columns=columns)
+
+
+def customer_rows(store: ParquetPartitionStore, customer: str, ref: SnapshotRef) -> pd.DataFrame:
+    """Return the customer's rows of the snapshot's days (every feature column)."""
+    frame = store.read(name_of(STORE_DAY_FEATURES), sorted(ref.data_versions))
+    return frame[frame["customer"] == customer]
 
 
 @dataclass(frozen=True)
@@ -63,8 +84,11 @@ def export_customer(
     ref: SnapshotRef,
     holdout_days: int,
     destination: UPath,
+    frame: pd.DataFrame | None = None,
 ) -> Export:
     """Write the customer's training and holdout rows as Parquet under `destination`.
+
+    `frame`: the customer's rows of the snapshot if the caller read them (`customer_rows`).
 
     Raises:
         ValueError: the range has no rows for the customer, or is too short for the holdout.
@@ -75,8 +99,8 @@ def export_customer(
             f"snapshot {days[0]} .. {days[-1]} has {len(days)} day(s); it needs more than the "
             f"{holdout_days} holdout day(s)"
         )
-    frame = store.read(name_of(STORE_DAY_FEATURES), days)
-    frame = frame[frame["customer"] == customer]
+    if frame is None:
+        frame = customer_rows(store, customer, ref)
     if frame.empty:
         raise ValueError(f"snapshot {days[0]} .. {days[-1]} has no rows for {customer}")
     columns = ["customer", "store_id", "item_id", "date", *MODEL_FEATURES, LABEL]

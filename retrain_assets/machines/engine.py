@@ -26,6 +26,7 @@ from types import MappingProxyType
 from typing import Any
 
 from retrain_assets.machines import store
+from retrain_assets.machines.backoff import RETRY_AT, describe_due, retry_marker, retry_pending
 from retrain_assets.machines.step import Context, Step
 from retrain_assets.machines.table import Machine, State
 from retrain_assets.store.database import connection, transaction
@@ -93,6 +94,8 @@ def advance(
             store.append_history(cur, p, row)
 
         final, steps = _trampoline(record, machine, current, services, dict(prefetched or {}))
+        if final is current:  # a retry not due yet: nothing ran, nothing to write
+            return AdvanceResult(busy=False, pointer=current, steps=0)
         return AdvanceResult(busy=False, pointer=store.save_pointer(cur, final), steps=steps)
 
 
@@ -252,6 +255,9 @@ def _advance_chunk(
             error = f"{type(exc).__name__}: {exc}"
             results[customer] = AdvanceResult(False, current, 0, error=error)
             continue
+        if final is current:  # a retry not due yet: nothing ran, nothing to write
+            results[customer] = AdvanceResult(busy=False, pointer=current, steps=0)
+            continue
         history.extend(rows)
         locked[customer], moved[customer] = final, steps
     store.append_histories(cur, history)
@@ -266,13 +272,16 @@ def _trampoline(
     """Loop over steps until a terminal state or a yield; return the pointer to save.
 
     `prefetched` reaches the first visit only: the caller fetched it before this advance, and once
-    a transition has acted (e.g. resubmitted a failed job) those facts are stale.
+    a transition has acted (e.g. resubmitted a failed job) those facts are stale. A state whose
+    retry is not due yet (`backoff.RETRY_AT`) is not visited: the same pointer comes back.
     """
     steps = 0
     while p.state not in machine.terminal:
         state = machine.states.get(p.state)
         if state is None:
             raise RuntimeError(f"{machine.name} has no state {p.state} (pointer of {p.customer})")
+        if retry_pending(p.payload, p.state, _now()):
+            break
         visit = p.visits.get(p.state, 0) + 1
         if state.max_visits is not None and visit > state.max_visits:
             return _over_budget(record, machine, p, state.max_visits, visit), steps
@@ -298,32 +307,63 @@ def _visit(
 ) -> tuple[store.Pointer, bool]:
     """Run one visit, record it, and return the moved pointer and whether to stop (a yield)."""
     started = _now()
+    payload = {k: v for k, v in p.payload.items() if k != RETRY_AT}  # the wait is over
     context = Context(
         machine=machine.name,
         customer=p.customer,
         run_key=p.run_key,
         state=p.state,
         visit=visit,
-        payload=MappingProxyType(dict(p.payload)),
+        payload=MappingProxyType(dict(payload)),
         services=services,
         prefetched=MappingProxyType(prefetched),
     )
     step = run_transition(state, context)
     target, stays = _route(p.state, state, step)
+    payload.update(step.payload)
+    visits = {**p.visits, p.state: visit}
+    note = step.note
+    if not stays:
+        waits = _retry_wait(machine, target, visits)
+        if waits is not None:
+            payload[RETRY_AT], due_note = waits
+            note, stays = (f"{note}; {due_note}" if note else due_note), True
     row = store.NewHistory(
-        p.state, visit, step.ok, stays, target, step.error, step.note, started, _now()
+        p.state, visit, step.ok, stays, target, step.error, note, started, _now()
     )
     record(p, row)
     ends = target in machine.terminal
+    kept = p.last_error if step.ok else step.error
+    last_error = None if step.clear_error else kept
     return dataclasses.replace(
         p,
         state=target,
         status="terminal" if ends else "waiting",
-        payload={**p.payload, **step.payload},
-        visits={**p.visits, p.state: visit},
-        last_error=p.last_error if step.ok else step.error,
+        payload=payload,
+        visits=visits,
+        last_error=last_error,
         reason=(step.error or step.note) if ends else None,
     ), stays
+
+
+def _retry_wait(
+    machine: Machine, target: str, visits: Mapping[str, int]
+) -> tuple[dict[str, str], str] | None:
+    """Return the wait (payload marker, history words) before a retry of `target`, if any.
+
+    A state with a `backoff` that was already visited in this run is retried no sooner than
+    its backoff's delay; a retry its budget would refuse is not waited for (the run fails now).
+    """
+    state = machine.states.get(target)
+    if state is None or state.backoff is None:
+        return None
+    done = visits.get(target, 0)
+    budget = state.max_visits
+    if done < 1 or (budget is not None and done >= budget):
+        return None
+    now = _now()
+    at = now + dt.timedelta(seconds=state.backoff.delay(done))
+    return retry_marker(target, at), describe_due(target, at, now, done + 1, budget)
 
 
 def _over_budget(

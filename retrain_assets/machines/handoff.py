@@ -12,7 +12,8 @@ requested with the Dagster run key `candidate-<run key>-<attempt>`; the attempt 
 more than any attempt the Dagster instance has seen for that run key, so a key is never
 reused (Dagster drops a request whose run key its sensor already used). A requested run that
 failed or was cancelled before the hand-off was recorded is requested again with the next
-attempt; past the attempt budget the run ends FAILED, naming the last run and its error.
+attempt, once the retry's wait (`backoff`) is over; past the attempt budget the run ends FAILED,
+naming the last run and its error.
 
 The transitions decide from facts (`HandoffFacts`) the sensor fetched before the advance (one
 runs query by tag, one verdict query): they never launch anything themselves, so the facts
@@ -22,10 +23,12 @@ Without facts (an advance inside a Dagster run) a hand-off state just waits for 
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from retrain_assets.machines.backoff import RETRY_AT, Backoff, retry_marker
 from retrain_assets.machines.step import Context, Step
 
 AWAIT_CANDIDATE = "AWAIT_CANDIDATE"
@@ -104,14 +107,14 @@ def _facts(ctx: Context[Any]) -> HandoffFacts | None:
     return view.facts(ctx.customer, ctx.run_key) if view is not None else None
 
 
-def await_candidate(ctx: Context[Any], *, attempts: int) -> Step:
+def await_candidate(ctx: Context[Any], *, attempts: int, backoff: Backoff | None = None) -> Step:
     """Let the candidate run download the model; elsewhere, wait for (or re-request) that run."""
     if getattr(ctx.services, "fetching", False):
         return Step.success("the candidate run fetches the model")
-    return _wait(ctx, attempts, "the candidate run")
+    return _wait(ctx, attempts, "the candidate run", backoff)
 
 
-def await_gate(ctx: Context[Any], *, attempts: int) -> Step:
+def await_gate(ctx: Context[Any], *, attempts: int, backoff: Backoff | None = None) -> Step:
     """End the run once the verdict (and on a pass, the registration) is recorded."""
     facts = _facts(ctx)
     verdict = facts.verdict if facts is not None else None
@@ -123,11 +126,16 @@ def await_gate(ctx: Context[Any], *, attempts: int) -> Step:
             f"registered as version {facts.registered_version}; gate passed: {verdict.reason}"
         )
     what = "the registration" if verdict is not None else "the gate and the registration"
-    return _wait(ctx, attempts, what)
+    return _wait(ctx, attempts, what, backoff)
 
 
-def _wait(ctx: Context[Any], attempts: int, what: str) -> Step:
-    """Wait for the current attempt's run; request the next attempt when it ended unfinished."""
+def _wait(ctx: Context[Any], attempts: int, what: str, backoff: Backoff | None = None) -> Step:
+    """Wait for the current attempt's run; request the next attempt when it ended unfinished.
+
+    With a `backoff`, the next attempt is requested once its wait is over: the payload says
+    when (`RETRY_AT`), the engine does not visit the state before then and the sensor does not
+    request the run.
+    """
     facts = _facts(ctx)
     attempt = ctx.payload.get(ATTEMPT)
     if facts is None:
@@ -156,7 +164,16 @@ def _wait(ctx: Context[Any], attempts: int, what: str) -> Step:
             branch=ATTEMPTS_SPENT,
         )
     following = facts.next_attempt
+    payload: dict[str, Any] = {ATTEMPT: following, TRIES: tries + 1}
+    if backoff is None:
+        return Step.wait(
+            f"{ended}; requesting {request_key(ctx.run_key, following)}", payload=payload
+        )
+    now = dt.datetime.now(dt.UTC)
+    at = now + dt.timedelta(seconds=backoff.delay(tries))
+    payload[RETRY_AT] = retry_marker(ctx.state, at)
     return Step.wait(
-        f"{ended}; requesting {request_key(ctx.run_key, following)}",
-        payload={ATTEMPT: following, TRIES: tries + 1},
+        f"{ended}; {request_key(ctx.run_key, following)} (attempt {tries + 1} of {attempts}) "
+        f"to be requested at {at:%Y-%m-%d %H:%M:%S} UTC (in {(at - now).total_seconds():.0f} s)",
+        payload=payload,
     )

@@ -44,6 +44,7 @@ class Step:
         payload: keys to merge into the run's persisted payload (JSON-able values).
         note: free text for the history row.
         error: what went wrong, for the history row (failed steps).
+        clear_error: the pointer's `last_error` no longer holds (e.g. the service is back).
     """
 
     ok: bool
@@ -52,6 +53,7 @@ class Step:
     payload: Mapping[str, Any] = field(default_factory=dict)
     note: str | None = None
     error: str | None = None
+    clear_error: bool = False
 
     @classmethod
     def success(

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from retrain_assets.machines.backoff import Backoff
 from retrain_assets.machines.step import Context, Step
 
 Transition = Callable[[Context[Any]], Step]
@@ -45,6 +46,8 @@ class State:
             certain to be `Step.wait(note)` (no payload change, nothing called), else None.
             `advance_many` then records that visit in SQL without running the transition
             (the same history row, the same visit count); None always runs the transition.
+        backoff: a retry of this state (any visit after its first in a run) waits: the engine
+            records when it is due and yields, and no advance visits it before then.
     """
 
     transition: Transition
@@ -54,6 +57,7 @@ class State:
     max_visits: int | None = None
     branches: Mapping[str, str] = field(default_factory=dict)
     known_wait: KnownWait | None = None
+    backoff: Backoff | None = None
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,15 @@ on the same remote job. A remote success whose download failed costs a download,
 retrain: DOWNLOAD_SAVE retries itself, and CHECK_LAST_TRAIN sends a restarted run whose job
 succeeded to AWAIT_CANDIDATE. Every path to a saved candidate goes through AWAIT_GATE, so a
 run is DONE only once its candidate was gated (and registered on a pass); see `handoff`.
+
+Retries wait (`backoff`): a failed download, a resubmission and a candidate run requested again
+are each visited by a later advance once their wait is over, never in the same one. A service
+that cannot be reached while a job runs is recorded once, not polled to death (`outage`).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -21,6 +26,7 @@ from typing import Any, Protocol
 
 from retrain_assets.gpu.protocol import Artifact, GpuService, Job, JobStatus
 from retrain_assets.machines import runs, store
+from retrain_assets.machines.backoff import Backoff
 from retrain_assets.machines.handoff import (
     ATTEMPTS_SPENT,
     AWAIT_CANDIDATE,
@@ -29,6 +35,15 @@ from retrain_assets.machines.handoff import (
     HandoffView,
     await_candidate,
     await_gate,
+)
+from retrain_assets.machines.outage import (
+    SERVICE_DOWN,
+    UNREACHABLE_SINCE,
+    ServiceDown,
+    fmt,
+    is_unreachable,
+    outage_limit_seconds,
+    unreachable_since,
 )
 from retrain_assets.machines.step import Context, Step
 from retrain_assets.machines.table import DONE, FAILED, Machine, State
@@ -42,6 +57,8 @@ JOB_FAILED = "JOB_FAILED"
 DOWNLOAD_SAVE = "DOWNLOAD_SAVE"
 SPEC = "spec"
 JOB_ID = "job_id"
+EVIDENCE = "evidence"  # payload: the window's evidence as `training_job` judged it
+SERVICE_LOST = "service lost"  # branch label: unreachable for longer than the outage limit
 
 
 class CandidateStore(Protocol):
@@ -76,9 +93,19 @@ Ctx = Context[TrainingServices]
 
 
 def check_spec(ctx: Ctx) -> Step:
-    """Refuse a run that was started without a job spec (it could never be submitted)."""
+    """Refuse a run without a job spec, or whose window cannot be judged, before any GPU job.
+
+    The window's evidence (`features/evidence.py`) is judged by whoever starts the run (it reads
+    the customer's rows) and recorded in the payload; a window without enough of the customer's
+    rows ends here, FAILED with the numbers: no job is submitted, nothing is trained.
+    """
     if not isinstance(ctx.payload.get(SPEC), Mapping):
         return Step.failure(f"run {ctx.run_key} was started without a job spec in its payload")
+    evidence = ctx.payload.get(EVIDENCE)
+    if isinstance(evidence, Mapping) and evidence.get("enough") is False:
+        return Step.failure(f"window refused before any GPU job: {evidence.get('reason')}")
+    if isinstance(evidence, Mapping):
+        return Step.success(f"window {evidence.get('window')} judged: {evidence.get('reason')}")
     return Step.success()
 
 
@@ -116,12 +143,43 @@ def wait_note(job: Job) -> str | None:
     return f"{job.status} {job.rounds_done}/{job.total_rounds} rounds"
 
 
-def poll_job(ctx: Ctx) -> Step:
-    """Check the job, from the caller's batched statuses when given; yield while it runs."""
+def poll_job(ctx: Ctx, *, outage_limit: float = 86400.0) -> Step:
+    """Check the job, from the caller's batched statuses when given; yield while it runs.
+
+    A service that cannot be reached (the caller's batch failed, or this call did) is an
+    outage, recorded on its first poll and ended past `outage_limit` seconds (`_service_down`);
+    the first poll that reaches it again says so and clears the pointer's error.
+    """
     job_id = ctx.payload[JOB_ID]
+    down = ctx.prefetched.get(SERVICE_DOWN)
     job = ctx.prefetched.get(job_id)
-    if not isinstance(job, Job):
-        job = ctx.services.gpu.get(job_id)
+    if not isinstance(down, ServiceDown) and not isinstance(job, Job):
+        try:
+            job = ctx.services.gpu.get(job_id)
+        except Exception as err:
+            if not is_unreachable(err):
+                raise
+            down = ServiceDown(dt.datetime.now(dt.UTC), f"{type(err).__name__}: {err}")
+    if isinstance(down, ServiceDown):
+        return _service_down(ctx, down, outage_limit)
+    assert isinstance(job, Job)
+    back = _back_after_outage(ctx.payload)
+    if back is None:
+        return _poll_step(job)
+    step = _poll_step(job)
+    note = f"{back}; {step.error or step.note}"
+    return Step(
+        ok=step.ok,
+        yielded=step.yielded,
+        branch=step.branch,
+        payload={**step.payload, UNREACHABLE_SINCE: None},
+        note=note,
+        error=step.error,
+        clear_error=step.ok,
+    )
+
+
+def _poll_step(job: Job) -> Step:
     note = wait_note(job)
     if note is not None:
         return Step.wait(note)
@@ -131,12 +189,44 @@ def poll_job(ctx: Ctx) -> Step:
     return Step.failure(error, branch="remote failed", payload={"remote_error": error})
 
 
+def _service_down(ctx: Ctx, down: ServiceDown, limit: float) -> Step:
+    """Record an outage's first poll (a failed visit: history row and `last_error`); end it late.
+
+    Only the first poll and a visit past the limit are meant to get here (the sensor leaves a
+    run alone for the rest of an outage); any other visit waits and keeps the error.
+    """
+    since = unreachable_since(ctx.payload)
+    if since is None:
+        error = f"training service unreachable since {fmt(down.at)}: {down.error}"
+        return Step.failure(error, payload={UNREACHABLE_SINCE: down.at.isoformat()})
+    lasted = (down.at - since).total_seconds()
+    if lasted > limit:
+        error = (
+            f"training service unreachable since {fmt(since)} ({lasted:.0f} s, over the outage "
+            f"limit of {limit:.0f} s): {down.error}; job {ctx.payload.get(JOB_ID)} may still "
+            "run: `retrain-assets retry` attaches to it"
+        )
+        return Step.failure(error, branch=SERVICE_LOST)
+    return Step.wait(f"training service still unreachable since {fmt(since)} ({lasted:.0f} s)")
+
+
+def _back_after_outage(payload: Mapping[str, Any]) -> str | None:
+    since = unreachable_since(payload)
+    if since is None:
+        return None
+    lasted = (dt.datetime.now(dt.UTC) - since).total_seconds()
+    return f"training service reachable again (unreachable since {fmt(since)}, {lasted:.0f} s)"
+
+
 def known_poll_wait(payload: Mapping[str, Any], prefetched: Mapping[str, Any]) -> str | None:
     """Return the note of a poll the batched statuses decide will wait (POLL_JOB's known_wait).
 
     `poll_job`'s first branch, with no service call: a job the batch left out (or one whose
-    attempt ended) returns None, and the transition runs as usual.
+    attempt ended) returns None, and so does a run coming back from an outage (its visit
+    records the recovery), and the transition runs as usual.
     """
+    if unreachable_since(payload) is not None:
+        return None
     job = prefetched.get(payload[JOB_ID]) if JOB_ID in payload else None
     return wait_note(job) if isinstance(job, Job) else None
 
@@ -161,8 +251,10 @@ def training_machine(
     download_budget: int = 5,
     handoff_budget: int = 100,
     handoff_attempts: int = 3,
+    retry_backoff: Backoff | None = None,
+    outage_limit: float | None = None,
 ) -> Machine:
-    """Return the training machine with its visit budgets.
+    """Return the training machine with its visit budgets and waits.
 
     Args:
         submit_budget: submissions per run (first one plus retries after failures).
@@ -171,9 +263,17 @@ def training_machine(
         handoff_budget: visits of each hand-off state (one per sensor tick): bounds the wait
             for the candidate run, its gate and its registration.
         handoff_attempts: candidate runs requested per run before it ends FAILED.
+        retry_backoff: the wait before each retry of SUBMIT_JOB, DOWNLOAD_SAVE and a candidate
+            run (default: `Backoff.from_settings()`, RETRAIN_RETRY_*).
+        outage_limit: seconds a run waits on an unreachable service before it ends FAILED
+            (default: RETRAIN_GPU_OUTAGE_LIMIT_SECONDS).
     """
-    waits_for_candidate = functools.partial(await_candidate, attempts=handoff_attempts)
-    waits_for_gate = functools.partial(await_gate, attempts=handoff_attempts)
+    backoff = retry_backoff if retry_backoff is not None else Backoff.from_settings()
+    limit = outage_limit if outage_limit is not None else outage_limit_seconds()
+    waits_for_candidate = functools.partial(
+        await_candidate, attempts=handoff_attempts, backoff=backoff
+    )
+    waits_for_gate = functools.partial(await_gate, attempts=handoff_attempts, backoff=backoff)
     return Machine(
         name=NAME,
         initial=INITIAL,
@@ -190,14 +290,16 @@ def training_machine(
                     "remote running": POLL_JOB,
                 },
             ),
-            SUBMIT_JOB: State(submit_job, POLL_JOB, JOB_FAILED, max_visits=submit_budget),
+            SUBMIT_JOB: State(
+                submit_job, POLL_JOB, JOB_FAILED, max_visits=submit_budget, backoff=backoff
+            ),
             POLL_JOB: State(
-                poll_job,
+                functools.partial(poll_job, outage_limit=limit),
                 AWAIT_CANDIDATE,
                 POLL_JOB,
                 may_yield=True,
                 max_visits=poll_budget,
-                branches={"remote failed": JOB_FAILED},
+                branches={"remote failed": JOB_FAILED, SERVICE_LOST: FAILED},
                 known_wait=known_poll_wait,
             ),
             JOB_FAILED: State(job_failed, SUBMIT_JOB, FAILED),
@@ -210,7 +312,11 @@ def training_machine(
                 branches={ATTEMPTS_SPENT: FAILED},
             ),
             DOWNLOAD_SAVE: State(
-                download_save, AWAIT_GATE, DOWNLOAD_SAVE, max_visits=download_budget
+                download_save,
+                AWAIT_GATE,
+                DOWNLOAD_SAVE,
+                max_visits=download_budget,
+                backoff=backoff,
             ),
             AWAIT_GATE: State(
                 waits_for_gate,
@@ -232,7 +338,15 @@ def start_training(
     *,
     machine: Machine | None = None,
     retry: bool = False,
+    evidence: Mapping[str, Any] | None = None,
 ) -> store.Pointer:
-    """Start (or find) the customer's training run for this key, keeping the job spec in it."""
+    """Start (or find) the customer's training run for this key, keeping the job spec in it.
+
+    `evidence`: the window's evidence (`Evidence.as_metadata()`); INITIAL refuses the run when
+    it says the window cannot be judged.
+    """
     chosen = machine or training_machine()
-    return runs.start_run(url, chosen, customer, run_key, {SPEC: dict(spec)}, retry=retry)
+    payload: dict[str, Any] = {SPEC: dict(spec)}
+    if evidence is not None:
+        payload[EVIDENCE] = dict(evidence)
+    return runs.start_run(url, chosen, customer, run_key, payload, retry=retry)

@@ -16,11 +16,13 @@ from pydantic import Field
 
 from retrain_assets.asset_keys import MODEL_CANDIDATE
 from retrain_assets.customers import CUSTOMERS, customer_of
+from retrain_assets.features.evidence import EVIDENCE_COLUMNS, EvidenceRules, judge_parts
 from retrain_assets.features.parquet_store import PartitionStorage
-from retrain_assets.features.training_export import read_holdout
+from retrain_assets.features.training_export import read_export_part, read_holdout
 from retrain_assets.models.candidates import CandidateTable
 from retrain_assets.models.gate import GateMetadata, booster_predictor, judge_candidate
 from retrain_assets.models.gate_results import GateResult, record_gate_result
+from retrain_assets.models.handoff_errors import doing, snapshot_window
 from retrain_assets.models.lineage import latest_run_key
 from retrain_assets.models.model_candidate_asset import model_candidate
 from retrain_assets.models.reference import choose_reference
@@ -64,19 +66,29 @@ def beats_champion(
     """Score candidate and reference on the candidate's holdout; record and return the verdict."""
     customer, db_url = customer_of(context), project_db.connection_url()
     key = latest_run_key(context.instance, MODEL_CANDIDATE, customer)
+    window = snapshot_window(context.instance, customer, key)
     candidate = CandidateTable(db_url, partition_storage.root()).get(key)
     if candidate is None:
         raise LookupError(f"run {key} of {customer} has no stored candidate to evaluate")
-    booster = candidate.load_model()
+    with doing("loading the candidate model", customer, key, window):
+        booster = candidate.load_model()
     registry = mlflow_registry.registry()
-    chosen = choose_reference(registry, customer, key)
+    with doing("choosing the reference model", customer, key, window):
+        chosen = choose_reference(registry, customer, key)
     margin = gate_settings.resolved_margin()
-    outcome = judge_candidate(
-        read_holdout(partition_storage.store(), customer, key),
-        booster_predictor(booster),
-        chosen.model,
-        margin,
-    )
+    store = partition_storage.store()
+    with doing("judging the holdout's evidence", customer, key, window):
+        holdout = read_holdout(store, customer, key)
+        evidence = judge_parts(
+            customer,
+            read_export_part(store, customer, key, "train", EVIDENCE_COLUMNS),
+            holdout,
+            EvidenceRules.from_settings(),
+        )
+    with doing("scoring the candidate and its reference on the holdout", customer, key, window):
+        outcome = judge_candidate(
+            holdout, booster_predictor(booster), chosen.model, margin, evidence=evidence
+        )
     verdict, shown = outcome.verdict, outcome.metadata
     reason = verdict.reason
     if not verdict.passed:

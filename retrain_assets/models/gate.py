@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from retrain_assets.features.evidence import Evidence
 from retrain_assets.features.training_export import LABEL, MODEL_FEATURES
 from retrain_assets.models.scoring import InvalidForecast, Verdict, judge, seasonal_naive, wape
 
@@ -59,12 +60,20 @@ SEASONAL_NAIVE = "seasonal naive (same weekday last week)"
 
 
 def judge_candidate(
-    holdout: pd.DataFrame, candidate: Predict, model: ReferenceModel | None, margin: float
+    holdout: pd.DataFrame,
+    candidate: Predict,
+    model: ReferenceModel | None,
+    margin: float,
+    evidence: Evidence | None = None,
 ) -> GateOutcome:
     """Score both sides on `holdout` and judge; an unscorable candidate fails the gate.
 
-    `model` is the registered reference (None: seasonal naive, the last resort).
+    `model` is the registered reference (None: seasonal naive, the last resort). `evidence`:
+    the holdout judged by the one evidence rule (`features/evidence.py`); a holdout without
+    enough rows is answered "not enough evidence" with the numbers, never scored or passed.
     """
+    if evidence is not None and not evidence.enough:
+        return _not_enough(holdout, model, margin, evidence)
     actual = holdout[LABEL].to_numpy(dtype=float)
     if model is None:
         reference, reference_forecast = SEASONAL_NAIVE, seasonal_naive(holdout)
@@ -94,5 +103,28 @@ def judge_candidate(
         "holdout_window": f"{days.min().date()} .. {days.max().date()}",
         "rows_scored": len(holdout),
         "reason": verdict.reason,
+    }
+    return GateOutcome(verdict, metadata)
+
+
+def _not_enough(
+    holdout: pd.DataFrame, model: ReferenceModel | None, margin: float, evidence: Evidence
+) -> GateOutcome:
+    """Return the verdict on a holdout that cannot be judged: failed, nothing scored."""
+    reference = model.label if model is not None else SEASONAL_NAIVE
+    verdict = Verdict(False, float("nan"), float("nan"), reference, margin, evidence.reason)
+    rows = evidence.rows
+    metadata: GateMetadata = {
+        "candidate_wape": verdict.candidate_wape,
+        "reference_wape": verdict.reference_wape,
+        "reference": reference,
+        "reference_version": model.version if model and model.version else "none",
+        "margin": margin,
+        "holdout_window": f"{rows.holdout_start} .. {rows.last_day}",
+        "rows_scored": 0,
+        "holdout_rows": len(holdout),
+        "train_rows": rows.train_rows,
+        "stores_in_holdout": f"{len(rows.holdout_by_store)} of {len(rows.train_by_store)}",
+        "reason": evidence.reason,
     }
     return GateOutcome(verdict, metadata)

@@ -18,11 +18,13 @@ from retrain_assets.asset_keys import MODEL_CANDIDATE, TRAINING_JOB
 from retrain_assets.customers import CUSTOMERS, customer_of
 from retrain_assets.features.parquet_store import PartitionStorage
 from retrain_assets.features.training_export import MODEL_FEATURES, read_holdout
+from retrain_assets.machines.backoff import retry_due
 from retrain_assets.machines.engine import AdvanceResult, advance
 from retrain_assets.machines.handoff import AWAIT_GATE
 from retrain_assets.machines.store import pointer as read_pointer
 from retrain_assets.machines.table import DONE
 from retrain_assets.machines.training import (
+    DOWNLOAD_SAVE,
     NAME,
     TrainingServices,
     start_training,
@@ -31,6 +33,7 @@ from retrain_assets.machines.training import (
 from retrain_assets.models.candidates import Candidate, CandidateTable
 from retrain_assets.models.forecast_plot import forecast_plot_png, markdown_image
 from retrain_assets.models.gate import booster_predictor
+from retrain_assets.models.handoff_errors import doing, snapshot_window
 from retrain_assets.models.lineage import metadata_for_run_key
 from retrain_assets.models.resources import GpuServiceResource, training_services
 from retrain_assets.models.scoring import seasonal_naive
@@ -80,6 +83,14 @@ def model_candidate(
     result = _advance_when_free(db_url, customer, services)
     if result.pointer is None:
         raise RuntimeError(f"{customer}'s training machine is being advanced elsewhere; retry")
+    window = snapshot_window(context.instance, customer, key)
+    due = retry_due(result.pointer.payload, DOWNLOAD_SAVE)
+    if result.pointer.state == DOWNLOAD_SAVE and due is not None:
+        raise RuntimeError(
+            f"downloading the model of run key {key} for {customer} (snapshot {window}) failed: "
+            f"{result.pointer.last_error}; gpu_job_poller tries again at {due:%Y-%m-%d %H:%M:%S} "
+            "UTC, then requests the gate"
+        )
     if result.pointer.state not in FETCHED:
         raise RuntimeError(
             f"run {key} for {customer} is in {result.pointer.state}, not {AWAIT_GATE}: "
@@ -88,7 +99,10 @@ def model_candidate(
     candidate = CandidateTable(db_url, partition_storage.root()).get(key)
     if candidate is None:
         raise RuntimeError(f"run {key} reached {result.pointer.state} but no candidate row exists")
-    recorded = _record_in_mlflow(context, mlflow_registry, partition_storage, candidate)
+    with doing(
+        "recording the candidate in MLflow (forecast plot on the holdout)", customer, key, window
+    ):
+        recorded = _record_in_mlflow(context, mlflow_registry, partition_storage, candidate)
     return dg.MaterializeResult(
         metadata={
             "run_key": key,

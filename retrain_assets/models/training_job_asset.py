@@ -2,33 +2,55 @@
 
 The run never waits for the training: it advances the customer's training machine until it
 yields in POLL_JOB (or finds the work already done) and ends. Its time is the snapshot's export
-and the submission (up to 3 attempts, each bounded by the GPU client's timeout), not the
+and the first submission (a failed one is retried by `gpu_job_poller` after its wait), not the
 GPU job's hours. The `gpu_job_poller` sensor takes over from there.
+
+Before anything is exported or submitted, the window is judged against the customer's own rows
+(`features/evidence.py`, the rule the gate uses too): a window that cannot be judged is refused
+as a recorded transition of the training machine (INITIAL -> FAILED, with the numbers and the
+latest window that could be judged), whoever launched the run; no GPU job, no candidate.
 """
 
+import dataclasses
 import datetime as dt
 
 import dagster as dg
+import pandas as pd
 from pydantic import Field
 
 from retrain_assets.asset_keys import TRAINING_JOB
 from retrain_assets.customers import CUSTOMERS, customer_of
+from retrain_assets.features.evidence import (
+    Evidence,
+    EvidenceRules,
+    count_rows,
+    judge_window,
+    latest_judgeable_window,
+)
 from retrain_assets.features.feature_math import FEATURE_VERSION
 from retrain_assets.features.parquet_store import PartitionStorage
 from retrain_assets.features.training_export import (
     LABEL,
     MODEL_FEATURES,
+    customer_rows,
     export_customer,
     export_folder,
 )
+from retrain_assets.machines.backoff import RETRY_AT
 from retrain_assets.machines.engine import advance
+from retrain_assets.machines.store import latest_notes
 from retrain_assets.machines.table import FAILED
 from retrain_assets.machines.training import JOB_ID, start_training, training_machine
 from retrain_assets.models.resources import GpuServiceResource, training_services
 from retrain_assets.models.run_key import code_commit, run_key
 from retrain_assets.policy.run_decision import claim_for_run, manual_decision, policy_window
 from retrain_assets.store.resource import ProjectDatabase
-from retrain_assets.store.snapshot_ref import resolve_snapshot
+from retrain_assets.store.snapshot_ref import SnapshotRef, resolve_snapshot
+from retrain_assets.store.snapshots import latest_snapshots
+
+
+class WindowRefused(ValueError):
+    """The window does not hold enough of the customer's rows to be judged; nothing was spent."""
 
 
 class FaultsConfig(dg.Config):
@@ -90,6 +112,29 @@ def _day(text: str | None) -> dt.date | None:
     return dt.date.fromisoformat(text) if text else None
 
 
+def judge_snapshot(
+    db_url: str, customer: str, ref: SnapshotRef, frame: pd.DataFrame, holdout_days: int
+) -> Evidence:
+    """Judge the window on the customer's rows; a refusal names the latest judgeable window."""
+    rules = EvidenceRules.from_settings()
+    rows = count_rows(frame, customer, ref.first_day, ref.last_day, holdout_days)
+    evidence = judge_window(rows, rules)
+    if evidence.enough:
+        return evidence
+    published = latest_snapshots(db_url)
+    per_day = {day: r.rows_per_customer.get(customer, 0) for day, r in published.items()}
+    length = (ref.last_day - ref.first_day).days + 1
+    found = latest_judgeable_window(per_day, max(length, holdout_days + 1), holdout_days, rules)
+    if found is None:
+        latest = (
+            f"; no published window of {max(length, holdout_days + 1)} days holds enough of "
+            f"{customer}'s rows ({sum(per_day.values())} published in all)"
+        )
+    else:
+        latest = f"; the latest window that could be judged: {found[0]} .. {found[1]}"
+    return dataclasses.replace(evidence, reason=evidence.reason + latest)
+
+
 @dg.asset(
     key=TRAINING_JOB,
     group_name="models",
@@ -123,16 +168,10 @@ def training_job(
     else:  # no snapshot named: the one the policy would choose for this customer now
         ref = policy_window(db_url, customer)
     key = run_key(ref.sha_for(customer), FEATURE_VERSION, config.training_config(), code_commit())
-    exported = export_customer(
-        partition_storage.store(),
-        customer,
-        ref,
-        config.holdout_days,
-        export_folder(partition_storage.store(), customer, key),
-    )
-    spec = {
+    frame = customer_rows(partition_storage.store(), customer, ref)
+    evidence = judge_snapshot(db_url, customer, ref, frame, config.holdout_days)
+    spec: dict[str, object] = {
         "customer": customer,
-        "dataset_url": exported.train_path,
         "label": LABEL,
         "features": MODEL_FEATURES,
         "params": config.training_config()["params"],
@@ -140,7 +179,23 @@ def training_job(
         **({"faults": config.faults.as_spec()} if config.faults else {}),
     }
     machine = training_machine()
-    start_training(db_url, customer, key, spec, machine=machine, retry=True)
+    judged = evidence.as_metadata()
+    if not evidence.enough:  # refused by the machine's INITIAL, recorded, nothing exported
+        start_training(db_url, customer, key, spec, machine=machine, retry=True, evidence=judged)
+        services = training_services(db_url, gpu_service.client(), partition_storage.root())
+        refused = advance(db_url, machine, customer, services)
+        why = refused.pointer.reason if refused.pointer else evidence.reason
+        raise WindowRefused(f"training run {key} for {customer} refused: {why}")
+    exported = export_customer(
+        partition_storage.store(),
+        customer,
+        ref,
+        config.holdout_days,
+        export_folder(partition_storage.store(), customer, key),
+        frame,
+    )
+    spec["dataset_url"] = exported.train_path
+    start_training(db_url, customer, key, spec, machine=machine, retry=True, evidence=judged)
     if decision is None:  # started (not refused as busy), not submitted yet: record it now
         decision = manual_decision(db_url, customer, ref, context.run)
     context.log.info(f"decision {decision.id} ({decision.policy}): {decision.reason}")
@@ -156,6 +211,14 @@ def training_job(
     if pointer.state == FAILED:
         raise RuntimeError(f"training run {key} for {customer} failed: {pointer.reason}")
     context.log.info(f"run key {key}: machine in {pointer.state}; this run ends here")
+    waiting: dict[str, str] = {}
+    if RETRY_AT in pointer.payload:  # a failed submission: the sensor tries again when due
+        last = latest_notes(db_url, [pointer]).get((pointer.machine, customer))
+        waiting = {
+            "last_error": pointer.last_error or "",
+            "next_try": (last.note or "") if last else "",
+        }
+        context.log.warning(f"{customer}: {waiting['last_error']}; {waiting['next_try']}")
     return dg.MaterializeResult(
         metadata={
             "run_key": key,
@@ -168,7 +231,9 @@ def training_job(
             "train_rows": exported.train_rows,
             "holdout_rows": exported.holdout_rows,
             "holdout_path": dg.MetadataValue.path(exported.holdout_path),
+            "evidence": evidence.reason,
             "code_commit": code_commit(),
+            **waiting,
         },
         data_version=dg.DataVersion(key),
     )

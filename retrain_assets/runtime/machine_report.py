@@ -71,7 +71,8 @@ def history_lines(
 
 def _describe(row: HistoryRow) -> str:
     move = "yielded" if row.yielded else f"-> {row.next_state}"
-    text = row.error if row.error and not row.ok else row.note
+    said = (row.error if not row.ok else None, row.note)  # a failed retry: error, when it is due
+    text = "; ".join(part for part in said if part)
     detail = f": {text}" if text else ""
     return f"run {row.run_key} {row.state} visit {row.visit} {move}{detail}"
 

@@ -73,7 +73,8 @@ def resolve_snapshot(
     if missing:
         raise SnapshotUnavailable(
             f"{len(missing)} day(s) of store_day_features are not published "
-            f"({missing[0]} .. {missing[-1]}); materialize them first"
+            f"({missing[0]} .. {missing[-1]}; published: {min(published)} .. {max(published)}); "
+            "materialize them first"
         )
     versions = {d.isoformat(): published[d].data_version for d in days}
     if expected:

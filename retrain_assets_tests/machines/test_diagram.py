@@ -16,7 +16,7 @@ def test_every_table_edge_appears_in_the_diagram():
     lines = mermaid(machine).splitlines()
     assert lines[0] == "stateDiagram-v2"
     edges = list(table_edges(machine))
-    assert len(edges) == 23
+    assert len(edges) == 24
     for source, target, label in edges:
         prefix = f"    {source} --> {target} : {label}"
         assert any(line == prefix or line.startswith(prefix + " (") for line in lines), prefix

@@ -65,9 +65,10 @@ def test_a_failed_or_cancelled_candidate_run_is_requested_again_then_the_run_fai
     first = (run(1, "FAILURE", "OperationalError: could not connect to server"),)
     retried = advance(db, training_machine(), "acme", with_facts(svc, runs=first))
     assert (retried.pointer.state, retried.pointer.payload[ATTEMPT]) == ("AWAIT_CANDIDATE", 2)
-    assert notes(db)[-1][2] == (
+    assert notes(db)[-1][2].startswith(
         f"candidate-{KEY}-1 (run run-1) ended FAILURE before the candidate run was recorded: "
-        f"OperationalError: could not connect to server; requesting candidate-{KEY}-2"
+        f"OperationalError: could not connect to server; candidate-{KEY}-2 (attempt 2 of 3) "
+        "to be requested at "
     )
     second = (run(2, "CANCELED"), *first)
     advance(db, training_machine(), "acme", with_facts(svc, runs=second))

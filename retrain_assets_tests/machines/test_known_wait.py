@@ -270,16 +270,35 @@ def test_a_poller_tick_records_its_waiting_polls_without_the_trampoline(
     assert GPU.calls == {"find": 2, "submit": 2, "get": 2, "statuses": 1}
 
 
-def test_with_the_gpu_service_down_a_tick_leaves_every_poll_as_it_was(
+def test_an_outage_is_recorded_on_its_first_tick_then_left_alone_until_it_ends(
     db, dagster_instance, two_polling
 ):
     before = {c: pointer(db, "training", c) for c in two_polling}
-    rows = {c: history(db, "training", c) for c in two_polling}
     GPU.down = True
     assert not poller_tick(db, dagster_instance).run_requests
-    assert {c: pointer(db, "training", c) for c in two_polling} == before
-    assert {c: history(db, "training", c) for c in two_polling} == rows
     assert GPU.calls["statuses"] == 1  # asked once; no poll fell back to asking alone
+    first = {c: pointer(db, "training", c) for c in two_polling}
+    rows = {c: history(db, "training", c) for c in two_polling}
+    for c in two_polling:
+        assert first[c].last_error.startswith("training service unreachable since ")
+        assert first[c].visits["POLL_JOB"] == before[c].visits["POLL_JOB"] + 1
+        assert (rows[c][-1].ok, rows[c][-1].error) == (False, first[c].last_error)
+    for _ in range(3):  # the rest of the outage: no row, no visit spent
+        assert not poller_tick(db, dagster_instance).run_requests
+    assert {c: pointer(db, "training", c) for c in two_polling} == first
+    assert {c: history(db, "training", c) for c in two_polling} == rows
+    GPU.down = False
+    poller_tick(db, dagster_instance)
+    for c in two_polling:
+        back = pointer(db, "training", c)
+        assert (back.state, back.last_error, back.payload["unreachable_since"]) == (
+            "POLL_JOB",
+            None,
+            None,
+        )
+        note = history(db, "training", c)[-1].note
+        assert note.startswith("training service reachable again (unreachable since ")
+        assert note.endswith("; queued 0/10 rounds")
 
 
 def test_polls_advance_slice_by_slice_and_a_job_that_succeeded_is_requested_in_the_tick(
@@ -309,4 +328,7 @@ def test_a_status_batch_that_fails_leaves_the_polls_after_it_for_the_next_tick(
     untouched = pointer(db, "training", "umbrella")
     assert not poller_tick(db, dagster_instance).run_requests
     assert [h.visit for h in history(db, "training", "acme")][-1] == 2
-    assert pointer(db, "training", "umbrella") == untouched
+    down = pointer(db, "training", "umbrella")  # the outage recorded, once: no status taken
+    assert down.visits == {**untouched.visits, "POLL_JOB": untouched.visits["POLL_JOB"] + 1}
+    assert down.last_error.startswith("training service unreachable since ")
+    assert down.payload["job_id"] == untouched.payload["job_id"]

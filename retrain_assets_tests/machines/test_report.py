@@ -15,7 +15,8 @@ def test_status_says_where_each_customer_is_why_and_what_budget_is_left(db, tmp_
     down = FakeGpu()
     down.down = True
     start_training(db, "bolt", "k2", {**SPEC, "customer": "bolt"})
-    advance(db, training_machine(), "bolt", services(tmp_path, down))
+    for _ in range(3):  # three submissions, each in its own advance once due
+        advance(db, training_machine(), "bolt", services(tmp_path, down))
 
     lines = status_lines(db, now=dt.datetime.now(dt.UTC))
     acme = next(line for line in lines if line.startswith("acme "))

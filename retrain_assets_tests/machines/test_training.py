@@ -79,7 +79,9 @@ def test_submit_budget_three_then_failed(db, tmp_path):
     svc = services(tmp_path)
     svc.gpu.down = True
     start_training(db, "acme", "k1", SPEC)
-    ended = advance(db, training_machine(), "acme", svc).pointer
+    waits = [advance(db, training_machine(), "acme", svc).pointer for _ in range(3)]
+    assert [w.state for w in waits] == ["SUBMIT_JOB", "SUBMIT_JOB", "FAILED"]  # one try each
+    ended = waits[-1]
     assert svc.gpu.calls == {"find": 1, "submit": 3}
     assert ended.state == "FAILED"
     assert ended.reason.startswith(
@@ -103,6 +105,8 @@ def test_a_remote_failure_resubmits_the_same_key(db, tmp_path):
     start_training(db, "acme", "k1", SPEC)
     advance(db, training_machine(), "acme", svc)
     svc.gpu.set_status("job-1", JobStatus.FAILED, error="CUDA out of memory")
+    assert advance(db, training_machine(), "acme", svc).pointer.state == "SUBMIT_JOB"  # waits
+    assert svc.gpu.calls["submit"] == 1
     assert advance(db, training_machine(), "acme", svc).waiting
     assert svc.gpu.calls["submit"] == 2
     assert svc.gpu.jobs["job-1"].attempt == 2  # resumed by the service, not a new job
@@ -119,6 +123,8 @@ def test_a_tick_that_saw_a_failure_resubmits_once_and_polls_afresh(db, tmp_path)
     svc.gpu.set_status("job-1", JobStatus.FAILED, error="CUDA out of memory")
     prefetched = svc.gpu.statuses(["job-1"])
     results = advance_many(db, training_machine(), ["acme"], svc, prefetched=prefetched)
+    assert results["acme"].pointer.state == "SUBMIT_JOB"  # the resubmission waits its turn
+    results = advance_many(db, training_machine(), ["acme"], svc, prefetched=prefetched)
     assert results["acme"].waiting
     assert svc.gpu.calls["submit"] == 2 and svc.gpu.jobs["job-1"].attempt == 2
     assert states(db)[-4:] == ["POLL_JOB", "JOB_FAILED", "SUBMIT_JOB", "POLL_JOB"]
@@ -131,6 +137,8 @@ def test_three_remote_failures_end_the_run(db, tmp_path):
     for _ in range(3):
         svc.gpu.set_status("job-1", JobStatus.CANCELLED, error="preempted")
         result = advance(db, training_machine(), "acme", svc)
+        if result.pointer.state == "SUBMIT_JOB":  # the resubmission's wait, then its turn
+            result = advance(db, training_machine(), "acme", svc)
     assert result.pointer.state == "FAILED"
     assert "SUBMIT_JOB would exceed its budget of 3" in result.pointer.reason
     assert "remote job job-1 cancelled (attempt 3): preempted" in result.pointer.reason
@@ -142,8 +150,8 @@ def test_a_failing_download_retries_the_download_never_the_training(db, tmp_path
     advance(db, training_machine(), "acme", svc)
     svc.gpu.set_status("job-1", JobStatus.SUCCEEDED)
     svc.gpu.download_errors = [ArtifactCorrupt("sha256 mismatch"), ConnectionError("reset")]
-    done = advance(db, training_machine(), "acme", fetching(svc)).pointer
-    assert done.state == "AWAIT_GATE"
+    tries = [advance(db, training_machine(), "acme", fetching(svc)).pointer for _ in range(3)]
+    assert [t.state for t in tries] == ["DOWNLOAD_SAVE", "DOWNLOAD_SAVE", "AWAIT_GATE"]
     assert (svc.gpu.calls["download"], svc.gpu.calls["submit"]) == (3, 1)
     errors = [h.error for h in history(db, "training", "acme") if h.state == "DOWNLOAD_SAVE"]
     assert errors == ["ArtifactCorrupt: sha256 mismatch", "ConnectionError: reset", None]
@@ -155,8 +163,9 @@ def test_download_budget_then_failed_and_a_retry_costs_a_download_only(db, tmp_p
     advance(db, training_machine(), "acme", svc)
     svc.gpu.set_status("job-1", JobStatus.SUCCEEDED)
     svc.gpu.download_errors = [ArtifactCorrupt("sha256 mismatch")] * 5
-    failed = advance(db, training_machine(), "acme", fetching(svc)).pointer
-    assert failed.state == "FAILED"
+    tries = [advance(db, training_machine(), "acme", fetching(svc)).pointer for _ in range(5)]
+    assert [t.state for t in tries] == ["DOWNLOAD_SAVE"] * 4 + ["FAILED"]
+    failed = tries[-1]
     assert "DOWNLOAD_SAVE would exceed its budget of 5" in failed.reason
     assert (svc.gpu.calls["download"], svc.gpu.calls["submit"]) == (5, 1)
     start_training(db, "acme", "k1", SPEC, retry=True)
@@ -237,7 +246,8 @@ def test_a_poll_that_cannot_reach_the_service_waits_instead_of_resubmitting(db, 
     svc.gpu.down = True
     result = advance(db, training_machine(), "acme", svc)
     assert (result.waiting, result.steps, result.pointer.state) == (True, 1, "POLL_JOB")
-    assert result.pointer.last_error == "ConnectionError: gpu service unreachable (503)"
+    assert result.pointer.last_error.startswith("training service unreachable since ")
+    assert result.pointer.last_error.endswith(": ConnectionError: gpu service unreachable (503)")
     assert svc.gpu.calls["submit"] == 1
 
 

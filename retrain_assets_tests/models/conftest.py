@@ -35,6 +35,9 @@ def model_world(
     # a commit per test: run keys (and so MLflow runs and versions) never meet across tests
     monkeypatch.setenv("RETRAIN_CODE_COMMIT", f"test-{uuid.uuid4().hex[:8]}")
     monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_uri)
+    # retries are due at once (each still its own advance); machines/test_retry_waits times them
+    monkeypatch.setenv("RETRAIN_RETRY_FIRST_SECONDS", "0")
+    monkeypatch.setenv("RETRAIN_RETRY_MAX_SECONDS", "0")
     monkeypatch.delenv("RETRAIN_LANDING_URL", raising=False)
     monkeypatch.delenv("RETRAIN_STORAGE_URL", raising=False)
     instance = dagster_instance

@@ -50,7 +50,7 @@ def test_a_candidate_run_that_fails_after_the_download_is_requested_again_and_ga
         f"candidate-{key}-1 (run {failed.run_id}) ended FAILURE before the gate and the "
         "registration was recorded: "
     )
-    assert note.endswith(f"requesting candidate-{key}-2")
+    assert f"; candidate-{key}-2 (attempt 2 of 3) to be requested at " in note
     [second] = tick(instance).run_requests  # a tick evaluated again asks for the same attempt
     assert second.run_key == f"candidate-{key}-2"
 

@@ -4,9 +4,12 @@ import dagster as dg
 import psutil
 import pytest
 
+from retrain_assets.machines.engine import advance
 from retrain_assets.machines.store import history, pointer, pointers_in_state
+from retrain_assets.machines.training import training_machine
 from retrain_assets.models.candidates import CandidateTable
 from retrain_assets.models.model_candidate_asset import model_candidate
+from retrain_assets.models.resources import GpuServiceResource, training_services
 from retrain_assets.models.training_job_asset import training_job
 from retrain_assets.settings import storage_root
 from retrain_assets_tests.models.flow import (
@@ -75,10 +78,15 @@ def test_a_submission_that_always_fails_stops_after_three_attempts(model_world, 
     from retrain_assets_tests.support.processes import free_port
 
     monkeypatch.setenv("RETRAIN_GPU_URL", f"http://127.0.0.1:{free_port()}")  # nobody there
-    result = materialize(model_world.instance, [training_job], train_config(), raise_on_error=False)
-    assert not result.success
-    error = result.get_step_failure_events()[0].step_failure_data.error.to_string()
-    assert "max retries reached" in error
+    result = materialize(model_world.instance, [training_job], train_config())
+    meta = result.asset_materializations_for_node("training_job")[0].metadata
+    assert meta["machine_state"].value == "SUBMIT_JOB"  # the resubmission waits for the sensor
+    assert "Connection" in meta["last_error"].value
+    assert "next try of SUBMIT_JOB (visit 2 of 3) due at" in meta["next_try"].value
+    machine = training_machine()
+    services = training_services(model_world.db, GpuServiceResource().client(), storage_root())
+    for _ in range(2):  # the sensor's next two ticks, each one submission
+        advance(model_world.db, machine, CUSTOMER, services)
     rows = history(model_world.db, "training", CUSTOMER)
     submits = [row for row in rows if row.state == "SUBMIT_JOB" and row.note != "not run"]
     assert len(submits) == 3 and all("Connection" in (row.error or "") for row in submits)

@@ -1,0 +1,240 @@
+"""Whether a window holds enough of a customer's rows to be judged: the one rule for everyone.
+
+A GPU job spent on a window the gate cannot score is a job wasted (issue 31: a customer whose
+files stopped on 2026-05-02 was trained on a window ending 2026-05-20, its 7-day holdout empty,
+and three candidate runs then failed on a library's "Input data must be 2 dimensional and non
+empty"). The same rule answers twice:
+
+- before any GPU job is submitted, `training_job` judges the window it is about to export and
+  refuses one that cannot be judged, with the numbers and the latest window that could be;
+- the gate (`models/gate.py`) judges the holdout it scores and answers "not enough evidence"
+  with the numbers instead of scoring (or passing) a window without them.
+
+Enough evidence: at least `min_train_rows` rows in the training part, at least
+`min_holdout_rows` in the holdout, and every store that has training rows has at least
+`min_holdout_rows_per_store` rows in the holdout (a model is judged for the stores it serves;
+a holdout of one store cannot speak for the others). The minimums are settings
+(RETRAIN_EVIDENCE_MIN_*).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import pandas as pd
+
+MIN_TRAIN = "RETRAIN_EVIDENCE_MIN_TRAIN_ROWS"
+MIN_HOLDOUT = "RETRAIN_EVIDENCE_MIN_HOLDOUT_ROWS"
+MIN_PER_STORE = "RETRAIN_EVIDENCE_MIN_HOLDOUT_ROWS_PER_STORE"
+NOT_ENOUGH = "not enough evidence"
+
+
+@dataclass(frozen=True)
+class EvidenceRules:
+    """The minimum rows a window must hold to be judged."""
+
+    min_train_rows: int = 28
+    min_holdout_rows: int = 7
+    min_holdout_rows_per_store: int = 1
+
+    @classmethod
+    def from_settings(cls) -> EvidenceRules:
+        """Return the minimums the environment sets (defaults 28, 7, 1).
+
+        Raises:
+            ValueError: a variable is not a whole number >= 1 (the message names it).
+        """
+        return cls(_count(MIN_TRAIN, 28), _count(MIN_HOLDOUT, 7), _count(MIN_PER_STORE, 1))
+
+
+def _count(name: str, default: int) -> int:
+    text = os.environ.get(name, str(default))
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"{name} must be a whole number of rows, not {text!r}") from None
+    if value < 1:
+        raise ValueError(f"{name} must be at least 1, not {value}")
+    return value
+
+
+@dataclass(frozen=True)
+class WindowRows:
+    """A customer's rows in one window: per store, in the training part and in the holdout."""
+
+    customer: str
+    first_day: dt.date
+    holdout_start: dt.date
+    last_day: dt.date
+    train_by_store: Mapping[str, int]
+    holdout_by_store: Mapping[str, int]
+    newest_day_with_rows: dt.date | None  # of the customer, in what was read
+
+    @property
+    def train_rows(self) -> int:
+        """Return the rows of the training part."""
+        return sum(self.train_by_store.values())
+
+    @property
+    def holdout_rows(self) -> int:
+        """Return the rows of the holdout."""
+        return sum(self.holdout_by_store.values())
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """The verdict on a window: judgeable or not, why, and the numbers behind it."""
+
+    enough: bool
+    reason: str
+    rows: WindowRows
+
+    def as_metadata(self) -> dict[str, object]:
+        """Return the numbers as JSON-able metadata (the machine's payload, the UI)."""
+        r = self.rows
+        return {
+            "enough": self.enough,
+            "reason": self.reason,
+            "window": f"{r.first_day} .. {r.last_day}",
+            "holdout": f"{r.holdout_start} .. {r.last_day}",
+            "train_rows": r.train_rows,
+            "holdout_rows": r.holdout_rows,
+            "train_rows_by_store": dict(r.train_by_store),
+            "holdout_rows_by_store": dict(r.holdout_by_store),
+            "newest_day_with_rows": (
+                r.newest_day_with_rows.isoformat() if r.newest_day_with_rows else None
+            ),
+        }
+
+
+def count_rows(
+    frame: pd.DataFrame, customer: str, first_day: dt.date, last_day: dt.date, holdout_days: int
+) -> WindowRows:
+    """Count a customer's rows of a window (columns `customer`, `store_id`, `date`).
+
+    The holdout is the window's latest `holdout_days` days, as the export keeps them apart.
+    """
+    start = last_day - dt.timedelta(days=holdout_days - 1)
+    mine = frame[frame["customer"] == customer] if "customer" in frame else frame
+    days = pd.to_datetime(mine["date"]).dt.date
+    inside = (days >= first_day) & (days <= last_day)
+    mine, days = mine[inside], days[inside]
+    train = mine[days < start]
+    holdout = mine[days >= start]
+    return WindowRows(
+        customer=customer,
+        first_day=first_day,
+        holdout_start=start,
+        last_day=last_day,
+        train_by_store=_by_store(train),
+        holdout_by_store=_by_store(holdout),
+        newest_day_with_rows=max(days) if len(days) else None,
+    )
+
+
+def _by_store(frame: pd.DataFrame) -> dict[str, int]:
+    counts = frame.groupby(frame["store_id"].astype(str), observed=True).size()
+    return {str(store): int(n) for store, n in counts.items() if n}
+
+
+def judge_window(rows: WindowRows, rules: EvidenceRules) -> Evidence:
+    """Return whether the window holds enough of the customer's rows to be judged, and why.
+
+    Every shortfall is named with its numbers, e.g. "holdout 2026-05-14 .. 2026-05-20 has 0
+    rows of acme (needs >= 7)".
+    """
+    shortfalls = []
+    holdout = f"holdout {rows.holdout_start} .. {rows.last_day}"
+    if rows.holdout_start <= rows.first_day:
+        shortfalls.append(
+            f"window {rows.first_day} .. {rows.last_day} has "
+            f"{(rows.last_day - rows.first_day).days + 1} day(s), no training days before its "
+            f"{(rows.last_day - rows.holdout_start).days + 1}-day holdout"
+        )
+    if rows.train_rows < rules.min_train_rows:
+        shortfalls.append(
+            f"training part {rows.first_day} .. {rows.holdout_start - dt.timedelta(days=1)} has "
+            f"{rows.train_rows} rows of {rows.customer} (needs >= {rules.min_train_rows})"
+        )
+    if rows.holdout_rows < rules.min_holdout_rows:
+        shortfalls.append(
+            f"{holdout} has {rows.holdout_rows} rows of {rows.customer} "
+            f"(needs >= {rules.min_holdout_rows})"
+        )
+    short = {
+        store: rows.holdout_by_store.get(store, 0)
+        for store in sorted(rows.train_by_store)
+        if rows.holdout_by_store.get(store, 0) < rules.min_holdout_rows_per_store
+    }
+    if short and rows.holdout_rows >= rules.min_holdout_rows:
+        listed = ", ".join(f"{store}: {n}" for store, n in short.items())
+        shortfalls.append(
+            f"{holdout} has too few rows for {len(short)} of {len(rows.train_by_store)} "
+            f"store(s) ({listed}; needs >= {rules.min_holdout_rows_per_store} each)"
+        )
+    newest = rows.newest_day_with_rows
+    if newest is not None and newest < rows.last_day:
+        tail = f"; {rows.customer}'s newest day with rows is {newest}"
+    elif newest is None:
+        tail = f"; {rows.customer} has no rows in {rows.first_day} .. {rows.last_day}"
+    else:
+        tail = ""
+    if shortfalls:
+        return Evidence(False, f"{NOT_ENOUGH}: {'; '.join(shortfalls)}{tail}", rows)
+    reason = (
+        f"{rows.train_rows} training rows, {rows.holdout_rows} holdout rows over "
+        f"{len(rows.holdout_by_store)} store(s){tail}"
+    )
+    return Evidence(True, reason, rows)
+
+
+EVIDENCE_COLUMNS = ["customer", "store_id", "date"]  # what counting a window's rows reads
+
+
+def judge_parts(
+    customer: str, train: pd.DataFrame, holdout: pd.DataFrame, rules: EvidenceRules
+) -> Evidence:
+    """Judge an exported run key's parts (the gate's view): the same rule as `judge_window`.
+
+    The window's days are the parts' own: the training part's first day, the holdout's first
+    and last (an empty holdout starts the day after the training part ends).
+    """
+    train_days = pd.to_datetime(train["date"]).dt.date
+    holdout_days = pd.to_datetime(holdout["date"]).dt.date
+    every = [*train_days, *holdout_days]
+    newest = max(every) if every else None
+    first = min(every) if every else dt.date.min
+    if len(holdout_days):
+        start, last = min(holdout_days), max(holdout_days)
+    else:
+        start = last = (max(train_days) + dt.timedelta(days=1)) if len(train_days) else first
+    rows = WindowRows(customer, first, start, last, _by_store(train), _by_store(holdout), newest)
+    return judge_window(rows, rules)
+
+
+def newest_day_with_rows(rows_per_day: Mapping[dt.date, int]) -> dt.date | None:
+    """Return the newest day whose count is positive (e.g. a customer's published rows)."""
+    days = [day for day, n in rows_per_day.items() if n > 0]
+    return max(days) if days else None
+
+
+def latest_judgeable_window(
+    rows_per_day: Mapping[dt.date, int], length_days: int, holdout_days: int, rules: EvidenceRules
+) -> tuple[dt.date, dt.date] | None:
+    """Return the latest window of `length_days` ending on a day with rows that holds enough rows.
+
+    Judged on the customer's row counts per published day (`feature_snapshots`), so per-store
+    counts are not checked here; None when no such window exists.
+    """
+    days = sorted(day for day, n in rows_per_day.items() if n > 0)
+    for last in reversed(days):
+        first = last - dt.timedelta(days=length_days - 1)
+        start = last - dt.timedelta(days=holdout_days - 1)
+        train = sum(n for day, n in rows_per_day.items() if first <= day < start)
+        holdout = sum(n for day, n in rows_per_day.items() if start <= day <= last)
+        if start > first and train >= rules.min_train_rows and holdout >= rules.min_holdout_rows:
+            return first, last
+    return None

@@ -1,0 +1,92 @@
+"""The one rule for "enough evidence" (issue 31): the bad windows, each refused with its numbers."""
+
+import datetime as dt
+
+import pandas as pd
+import pytest
+
+from retrain_assets.features.evidence import (
+    EvidenceRules,
+    count_rows,
+    judge_window,
+    latest_judgeable_window,
+)
+
+D = dt.date(2026, 5, 1)
+RULES = EvidenceRules(min_train_rows=28, min_holdout_rows=7, min_holdout_rows_per_store=1)
+
+
+def rows(days: int, stores=("s1", "s2"), items=2, customer="acme", start=D, skip_store_after=None):
+    out = []
+    for i in range(days):
+        day = start + dt.timedelta(days=i)
+        for store in stores:
+            if skip_store_after and store == skip_store_after[0] and day > skip_store_after[1]:
+                continue
+            out += [{"customer": customer, "store_id": store, "date": day}] * items
+    return pd.DataFrame(out)
+
+
+def judge(frame, first, last, holdout=7, customer="acme"):
+    return judge_window(count_rows(frame, customer, first, last, holdout), RULES)
+
+
+def test_a_window_with_rows_everywhere_is_judgeable():
+    verdict = judge(rows(30), D, D + dt.timedelta(days=29))
+    assert verdict.enough
+    assert verdict.reason == "92 training rows, 28 holdout rows over 2 store(s)"
+
+
+def test_a_customer_whose_data_stopped_has_an_empty_holdout_and_says_since_when():
+    frame = rows(20)  # rows up to D+19; the window runs to D+29
+    verdict = judge(frame, D, D + dt.timedelta(days=29))
+    assert not verdict.enough
+    assert verdict.reason == (
+        "not enough evidence: holdout 2026-05-24 .. 2026-05-30 has 0 rows of acme (needs >= 7)"
+        "; acme's newest day with rows is 2026-05-20"
+    )
+    assert verdict.as_metadata()["holdout_rows"] == 0
+
+
+def test_a_window_of_one_day_has_no_training_days():
+    verdict = judge(rows(30), D, D)
+    assert not verdict.enough
+    assert "window 2026-05-01 .. 2026-05-01 has 1 day(s), no training days before its" in (
+        verdict.reason
+    )
+    assert "training part" in verdict.reason and "has 0 rows of acme (needs >= 28)" in (
+        verdict.reason
+    )
+
+
+def test_a_customer_with_zero_rows():
+    verdict = judge(rows(30, customer="other"), D, D + dt.timedelta(days=29))
+    assert not verdict.enough
+    assert verdict.reason.endswith("; acme has no rows in 2026-05-01 .. 2026-05-30")
+
+
+def test_a_holdout_with_rows_for_only_one_store():
+    frame = rows(30, items=3, skip_store_after=("s2", D + dt.timedelta(days=22)))
+    verdict = judge(frame, D, D + dt.timedelta(days=29))
+    assert not verdict.enough
+    assert verdict.reason == (
+        "not enough evidence: holdout 2026-05-24 .. 2026-05-30 has too few rows for 1 of 2 "
+        "store(s) (s2: 0; needs >= 1 each)"
+    )
+
+
+def test_the_latest_judgeable_window_ends_where_the_rows_do():
+    per_day = {D + dt.timedelta(days=i): (8 if i < 20 else 0) for i in range(30)}
+    assert latest_judgeable_window(per_day, 30, 7, RULES) == (
+        D + dt.timedelta(days=19) - dt.timedelta(days=29),
+        D + dt.timedelta(days=19),
+    )
+    assert latest_judgeable_window({D: 3}, 30, 7, RULES) is None
+
+
+def test_the_minimums_are_settings_and_a_bad_one_is_named(monkeypatch):
+    monkeypatch.setenv("RETRAIN_EVIDENCE_MIN_HOLDOUT_ROWS", "50")
+    assert EvidenceRules.from_settings().min_holdout_rows == 50
+    monkeypatch.setenv("RETRAIN_EVIDENCE_MIN_HOLDOUT_ROWS_PER_STORE", "0")
+    with pytest.raises(ValueError, match="RETRAIN_EVIDENCE_MIN_HOLDOUT_ROWS_PER_STORE must be"):
+        EvidenceRules.from_settings()
