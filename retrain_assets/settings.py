@@ -188,6 +188,14 @@ def serve_max_rows() -> int:
     return int(_positive_number("RETRAIN_SERVE_MAX_ROWS", "10000", int))
 
 
+def serve_max_history_mb() -> float:
+    """Return the memory the prediction service gives customers' feature tables (default 512 MB).
+
+    Past it the least recently asked customer's table is dropped and rebuilt when next asked.
+    """
+    return float(_positive_number("RETRAIN_SERVE_MAX_HISTORY_MB", "512", float))
+
+
 def serve_refresh_seconds() -> float:
     """Return how often the prediction service reads changed `serving_routes` rows (default 2)."""
     return float(_positive_number("RETRAIN_SERVE_REFRESH_SECONDS", "2", float))

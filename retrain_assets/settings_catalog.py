@@ -233,6 +233,12 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("RETRAIN_SERVE_MAX_ROWS", "rows one request may carry (more: 413)", "`10000`"),
     Setting(
+        "RETRAIN_SERVE_MAX_HISTORY_MB",
+        "memory for the customers' feature tables the prediction service computes requests by "
+        "key from; past it the least recently asked customer's is dropped and rebuilt",
+        "`512`",
+    ),
+    Setting(
         "RETRAIN_SERVE_REFRESH_SECONDS",
         "how often the prediction service reads `serving_routes`",
         "`2`",

@@ -21,6 +21,7 @@ import pandas as pd
 from retrain_assets.asset_keys import SALES, STORE_DAY_FEATURES, name_of
 from retrain_assets.features import feature_math
 from retrain_assets.features.content_hash import frame_content_hash
+from retrain_assets.features.countries import countries_of
 from retrain_assets.features.feature_math import FEATURE_VERSION, SERIES
 from retrain_assets.features.lookback import LOOKBACK_DAYS, Lookback, lookback
 from retrain_assets.features.parquet_store import (
@@ -31,19 +32,10 @@ from retrain_assets.features.parquet_store import (
     rows_by_day,
 )
 from retrain_assets.features.partitions import DAILY
-from retrain_assets.landing import read_manifest_country
-from retrain_assets.settings import landing_root
-from retrain_assets.store.customers import customer_countries
 from retrain_assets.store.resource import ProjectDatabase
 from retrain_assets.store.snapshots import SnapshotRecord, publish_snapshots
 
 BACKFILL_TAG = "dagster/backfill"
-
-
-def _countries(db_url: str, customers: set[str]) -> dict[str, str | None]:
-    known = customer_countries(db_url)
-    root = landing_root()
-    return {c: known.get(c) or read_manifest_country(root, c) for c in customers}
 
 
 def _materialization(
@@ -164,7 +156,7 @@ def store_day_features(
     customers = set(sales["customer"].unique()) if len(sales) else set()
     backfill_id = context.run.tags.get(BACKFILL_TAG)
     records, paths = write_feature_days(
-        sales, keys, _countries(db_url, customers), store, context.run.run_id, backfill_id
+        sales, keys, countries_of(db_url, customers), store, context.run.run_id, backfill_id
     )
     del sales
     snapshot_ids = publish_snapshots(db_url, records)

@@ -6,6 +6,11 @@
   `GET /v2/models/{customer}/ready`, `POST /v2/models/{customer}/infer`.
 - `POST /forecast/{customer}` with `{"rows": [...]}`: the same predictions as plain JSON.
 
+Both take rows with every feature, or rows by key (store, item, date, optional price and
+promotion) whose features the service computes from the published history (serving.history,
+serving.key_lookup). The v2 path speaks the binary tensor data extension both ways
+(serving.binary_tensors).
+
 Bodies are read by hand (not declared as pydantic models): the rows are checked column by
 column, each problem named without echoing the input, and the body is parsed in a worker
 thread with the prediction, so a large batch never blocks the event loop.
@@ -23,18 +28,24 @@ from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPBearer
 from starlette.concurrency import run_in_threadpool
 
+from retrain_assets.serving.binary_tensors import HEADER, decode_request, encode_response
 from retrain_assets.serving.guard import RequestGuard, error_body
+from retrain_assets.serving.history import HistoryCache, HistoryUnavailable, PublicationWatcher
 from retrain_assets.serving.inputs import (
     MODEL_FEATURES,
+    FeatureBatch,
     InvalidRequest,
+    KeyBatch,
     parse_json,
     rows_batch,
     v2_batch,
     v2_inputs,
 )
+from retrain_assets.serving.key_lookup import features_by_key
 from retrain_assets.serving.prediction_log import PredictionLogWriter
 from retrain_assets.serving.predictor import Predictor, ServingError
 from retrain_assets.serving.protocol import (
+    V2_OUTPUTS,
     check_outputs,
     infer_response,
     model_metadata,
@@ -48,10 +59,7 @@ SERVER_NAME = "retrain_assets prediction service"
 _DOCUMENTED_TOKEN = [Depends(HTTPBearer(auto_error=False, description="RETRAIN_SERVE_TOKEN"))]
 OPEN_PATHS = frozenset({"/v2/health/live", "/v2/health/ready", "/openapi.json", "/docs"})
 ROW_BYTES_ALLOWANCE = 1024
-BINARY_REFUSED = (
-    "binary tensor data (the Inference-Header-Content-Length extension) is not supported: "
-    "send the tensors as JSON (tritonclient: binary_data=False)"
-)
+EXTENSIONS = ["binary_tensor_data"]
 
 
 def max_body_bytes(max_rows: int) -> int:
@@ -66,7 +74,11 @@ def _json(content: dict[str, Any], status: int = 200) -> Response:
 def _feature_schema() -> dict[str, Any]:
     row = {
         "type": "object",
-        "required": ["store_id", "item_id", "date", *MODEL_FEATURES],
+        "description": (
+            "by key: store_id, item_id, date (default: the day after the latest published), "
+            "optional price and on_promo; or every feature"
+        ),
+        "required": ["store_id", "item_id"],
         "properties": {
             "store_id": {"type": "string"},
             "item_id": {"type": "string"},
@@ -113,8 +125,10 @@ def create_app(
     log: PredictionLogWriter,
     token: str,
     max_rows: int,
+    history: HistoryCache,
+    watcher: PublicationWatcher | None = None,
 ) -> FastAPI:
-    """Return the service's app; its lifespan runs the route refresher and the log writer.
+    """Return the service's app; its lifespan runs the refreshers and the log writer.
 
     On shutdown (after uvicorn has finished the requests in flight) the refresher stops and
     the log writer commits everything queued before the process exits.
@@ -124,9 +138,13 @@ def create_app(
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         log.start()
         refresher.start()
+        if watcher is not None:
+            watcher.start()
         try:
             yield
         finally:
+            if watcher is not None:
+                await run_in_threadpool(watcher.stop)
             await run_in_threadpool(refresher.stop)
             await run_in_threadpool(log.close)
 
@@ -143,6 +161,15 @@ def create_app(
         max_body_bytes=max_body_bytes(max_rows),
         open_paths=OPEN_PATHS,
     )
+
+    def features(customer: str, batch: FeatureBatch | KeyBatch) -> FeatureBatch:
+        if isinstance(batch, FeatureBatch):
+            return batch
+        try:
+            table = history.get(customer)
+        except HistoryUnavailable as error:
+            raise ServingError(503, f"features cannot be computed now: {error}") from error
+        return features_by_key(table, batch)
 
     @app.exception_handler(ServingError)
     @app.exception_handler(InvalidRequest)
@@ -176,8 +203,8 @@ def create_app(
 
     @app.get("/v2", tags=["v2"], dependencies=_DOCUMENTED_TOKEN)
     def server_metadata() -> dict[str, Any]:
-        """Return the server's name, version and protocol extensions (none)."""
-        return {"name": SERVER_NAME, "version": "1", "extensions": []}
+        """Return the server's name, version and protocol extensions."""
+        return {"name": SERVER_NAME, "version": "1", "extensions": EXTENSIONS}
 
     @app.get("/v2/models/{customer}", tags=["v2"], dependencies=_DOCUMENTED_TOKEN)
     def metadata(customer: str) -> Response:
@@ -197,19 +224,28 @@ def create_app(
         dependencies=_DOCUMENTED_TOKEN,
     )
     async def infer(customer: str, request: Request) -> Response:
-        """Predict a batch sent as v2 tensors; outputs forecast, model_version, alias, ..."""
-        binary = "inference-header-content-length" in request.headers
+        """Predict a batch sent as v2 tensors (JSON or binary): forecast, model_version, ..."""
+        header = request.headers.get(HEADER)
+        names = [name for name, _ in V2_OUTPUTS]
 
-        def work(raw: bytes) -> dict[str, Any]:
+        def work(raw: bytes) -> Response:
             predictor.route(customer)  # an unknown customer is a 404 before any body check
-            if binary:
-                raise InvalidRequest(422, BINARY_REFUSED)
-            parsed = v2_batch(parse_json(raw), max_rows)
+            body = decode_request(raw, header) if header is not None else parse_json(raw)
+            parsed = v2_batch(body, max_rows, names)
             check_outputs(parsed.outputs)
-            forecast = predictor.forecast(customer, parsed.batch)
-            return infer_response(forecast, parsed.request_id, parsed.outputs)
+            forecast = predictor.forecast(customer, features(customer, parsed.batch))
+            answered = infer_response(forecast, parsed.request_id, parsed.outputs)
+            content, length = encode_response(answered, parsed.binary_outputs)
+            if length is None:
+                return Response(content, media_type="application/json")
+            return Response(
+                content,
+                media_type="application/octet-stream",
+                headers={HEADER: str(length)},
+            )
 
-        return await answer(work, request)
+        raw = await request.body()
+        return await run_in_threadpool(lambda: work(raw))
 
     @app.post(
         "/forecast/{customer}",
@@ -222,9 +258,8 @@ def create_app(
 
         def work(raw: bytes) -> dict[str, Any]:
             predictor.route(customer)
-            return rows_response(
-                predictor.forecast(customer, rows_batch(parse_json(raw), max_rows))
-            )
+            batch = features(customer, rows_batch(parse_json(raw), max_rows))
+            return rows_response(predictor.forecast(customer, batch))
 
         return await answer(work, request)
 

@@ -9,6 +9,13 @@ number is a 422; more rows than RETRAIN_SERVE_MAX_ROWS is a 413.
 `null` for a feature is a missing value, as in training (a new item has no `lag_28` yet) and
 LightGBM treats it the way it learned to; NaN and Infinity are refused: JSON has no such
 numbers, and a client that produced one has a bug worth hearing about.
+
+A request whose rows carry none of the computed features (lags, rolling means, calendar) asks
+by key: store, item, date (optional: the day after the latest published one) and optionally the
+covariates known in advance, `price` and `on_promo` (null or absent: the latest known value).
+The service computes the rest (serving.key_lookup). Covariates sent by key are checked as
+landing files are: a price is a finite number, 0 or more; a promotion is 0 or 1 (rows with
+every feature are taken as they come, as before).
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from retrain_assets.features.served_features import COVARIATES
 from retrain_assets.features.training_export import MODEL_FEATURES
 from retrain_assets.serving.routing import request_key
 
@@ -40,6 +48,7 @@ _BAD_ID_CHARACTER = re.compile(r"[/\x00-\x1f\x7f]")
 _NUMBER_TYPES = frozenset({float, int, bool, type(None)})
 _MISSING = object()
 Location = Callable[[str, int], str]
+COMPUTED_FEATURES = tuple(name for name in MODEL_FEATURES if name not in COVARIATES)
 
 
 class InvalidRequest(Exception):
@@ -60,6 +69,10 @@ class FeatureBatch:
     item_ids: list[str]
     dates: list[dt.date]
     features: np.ndarray
+    # Per row, why it gets no prediction (None: it gets one); None when every row gets one.
+    reasons: list[str | None] | None = None
+    # Per row, the covariates that took their latest known value ("" for none).
+    defaulted: list[str] | None = None
     keys: list[str] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -73,6 +86,38 @@ class FeatureBatch:
     def __len__(self) -> int:
         """Return the number of rows."""
         return len(self.keys)
+
+    def answerable(self) -> np.ndarray:
+        """Return, per row, whether it gets a prediction."""
+        if self.reasons is None:
+            return np.ones(len(self), dtype=bool)
+        return np.fromiter((r is None for r in self.reasons), dtype=bool, count=len(self))
+
+    def subset(self, rows: np.ndarray) -> FeatureBatch:
+        """Return the rows selected by the boolean mask `rows` (their reasons dropped)."""
+        at = np.flatnonzero(rows).tolist()
+        return FeatureBatch(
+            [self.store_ids[i] for i in at],
+            [self.item_ids[i] for i in at],
+            [self.dates[i] for i in at],
+            self.features[rows],
+        )
+
+
+@dataclass(frozen=True)
+class KeyBatch:
+    """The rows of a request by key: identity, day (None: the next) and covariates (NaN: none)."""
+
+    store_ids: list[str]
+    item_ids: list[str]
+    dates: list[dt.date | None]
+    price: np.ndarray
+    on_promo: np.ndarray
+    where: Location
+
+    def __len__(self) -> int:
+        """Return the number of rows."""
+        return len(self.store_ids)
 
 
 class _Problems:
@@ -223,10 +268,51 @@ def _batch(
     return FeatureBatch(stores, items, dates, features)
 
 
-def rows_batch(body: Any, max_rows: int) -> FeatureBatch:
+def _covariate_ranges(
+    price: np.ndarray, on_promo: np.ndarray, where: Location, problems: _Problems
+) -> None:
+    """Name every price below 0 and every promotion other than 0 or 1 (NaN: not given)."""
+    for i in np.flatnonzero(price < 0).tolist():
+        problems.add(f"{where('price', i)}: out of range: a price is 0 or more")
+    given = ~np.isnan(on_promo)
+    for i in np.flatnonzero(given & (on_promo != 0) & (on_promo != 1)).tolist():
+        problems.add(f"{where('on_promo', i)}: out of range: must be 0 or 1 (false or true)")
+
+
+def _optional_dates(
+    values: Sequence[Any], where: Location, problems: _Problems
+) -> list[dt.date | None]:
+    given = [i for i, value in enumerate(values) if value is not _MISSING and value is not None]
+    if len(given) == len(values):
+        return list(_dates(values, where, problems))
+    out: list[dt.date | None] = [None] * len(values)
+    parsed = _dates([values[i] for i in given], lambda name, n: where(name, given[n]), problems)
+    for i, day in zip(given, parsed, strict=True):
+        out[i] = day
+    return out
+
+
+def _key_batch(
+    columns: Mapping[str, Sequence[Any]], count: int, where: Location, problems: _Problems
+) -> KeyBatch:
+    stores = _identifiers(columns["store_id"], "store_id", where, problems)
+    items = _identifiers(columns["item_id"], "item_id", where, problems)
+    dates = _optional_dates(columns[DATE_FIELD], where, problems)
+    covariates = {}
+    for name in COVARIATES:
+        values = [None if v is _MISSING else v for v in columns[name]]
+        covariates[name] = np.empty(count, dtype="float64")
+        _numbers(values, name, where, problems, covariates[name])
+    _covariate_ranges(covariates["price"], covariates["on_promo"], where, problems)
+    problems.raise_if_any()
+    return KeyBatch(stores, items, dates, covariates["price"], covariates["on_promo"], where)
+
+
+def rows_batch(body: Any, max_rows: int) -> FeatureBatch | KeyBatch:
     """Return the batch of a JSON route body `{"rows": [{store_id, item_id, date, ...}]}`.
 
-    Fields other than the identity and MODEL_FEATURES are ignored.
+    Rows with every feature give a FeatureBatch; rows with none of the computed ones (by key)
+    give a KeyBatch. Fields other than the identity and MODEL_FEATURES are ignored.
 
     Raises:
         InvalidRequest: 413 for too many rows; 422 naming each problem's row and field.
@@ -242,16 +328,23 @@ def rows_batch(body: Any, max_rows: int) -> FeatureBatch:
     problems.raise_if_any()
     names = (*ID_FIELDS, DATE_FIELD, *MODEL_FEATURES)
     columns = {name: [row.get(name, _MISSING) for row in rows] for name in names}
-    return _batch(columns, len(rows), lambda name, i: f"rows[{i}].{name}", problems)
+
+    def where(name: str, i: int) -> str:
+        return f"rows[{i}].{name}"
+
+    if not any(name in row for row in rows for name in COMPUTED_FEATURES):
+        return _key_batch(columns, len(rows), where, problems)
+    return _batch(columns, len(rows), where, problems)
 
 
 @dataclass(frozen=True)
 class InferRequest:
     """A v2 inference request: its rows, its optional id, the outputs it asked for."""
 
-    batch: FeatureBatch
+    batch: FeatureBatch | KeyBatch
     request_id: str | None
     outputs: list[str] | None
+    binary_outputs: set[str]
 
 
 def v2_inputs() -> list[tuple[str, str]]:
@@ -283,12 +376,24 @@ def _tensor_data(tensor: dict[str, Any], name: str) -> tuple[list[Any], int]:
     return data, shape[0]
 
 
-def v2_batch(body: Any, max_rows: int) -> InferRequest:
+def v2_key_inputs() -> list[tuple[str, str, bool]]:
+    """Return the v2 inputs of a request by key, as (name, datatype, required)."""
+    return [
+        ("store_id", "BYTES", True),
+        ("item_id", "BYTES", True),
+        (DATE_FIELD, "BYTES", False),
+        *((name, "FP64", False) for name in COVARIATES),
+    ]
+
+
+def v2_batch(body: Any, max_rows: int, output_names: Sequence[str] = ()) -> InferRequest:
     """Return the batch of an Open Inference Protocol request (`inputs` as named tensors).
 
-    Every input of `v2_inputs()` is required, each of shape [rows] (or [rows, 1]); identities
-    are BYTES, features any numeric datatype. An unknown input is refused; `outputs`, when
-    given, picks which outputs the response carries.
+    With any computed feature among the inputs, every input of `v2_inputs()` is required;
+    without, the request is by key (`v2_key_inputs()`). Each tensor is of shape [rows] (or
+    [rows, 1]); identities are BYTES, features any numeric datatype. An unknown input is
+    refused; `outputs`, when given, picks which outputs the response carries, and which of
+    them are binary (their `binary_data` parameter, else the request's `binary_data_output`).
 
     Raises:
         InvalidRequest: 413 for too many rows; 422 naming the input, row and problem.
@@ -309,12 +414,16 @@ def v2_batch(body: Any, max_rows: int) -> InferRequest:
         if name in tensors:
             raise InvalidRequest(422, f"inputs[{name}]: given twice")
         tensors[name] = tensor
-    missing = [name for name in expected if name not in tensors]
+    by_key = not any(name in tensors for name in COMPUTED_FEATURES)
+    required = [name for name, _, needed in v2_key_inputs() if needed] if by_key else list(expected)
+    missing = [name for name in required if name not in tensors]
     if missing:
         raise InvalidRequest(422, f"inputs: missing {', '.join(missing)}")
     columns: dict[str, Sequence[Any]] = {}
     counts: dict[str, int] = {}
     for name, datatype in expected.items():
+        if name not in tensors:
+            continue
         given = tensors[name].get("datatype")
         allowed = {"BYTES"} if datatype == "BYTES" else V2_NUMERIC_TYPES
         if given not in allowed:
@@ -327,14 +436,48 @@ def v2_batch(body: Any, max_rows: int) -> InferRequest:
         sizes = ", ".join(f"{name} {count}" for name, count in counts.items())
         raise InvalidRequest(422, f"inputs disagree on the number of rows: {sizes}")
     count = next(iter(counts.values()))
-    batch = _batch(columns, count, lambda name, i: f"inputs[{name}].data[{i}]", _Problems())
+
+    def where(name: str, i: int) -> str:
+        return f"inputs[{name}].data[{i}]"
+
+    batch: FeatureBatch | KeyBatch
+    if by_key:
+        keyed = {name: columns.get(name, [_MISSING] * count) for name in (*ID_FIELDS, DATE_FIELD)}
+        keyed |= {name: columns.get(name, [None] * count) for name in COVARIATES}
+        batch = _key_batch(keyed, count, where, _Problems())
+    else:
+        batch = _batch(columns, count, where, _Problems())
     request_id = body.get("id")
+    wanted, binary = _outputs(body, output_names)
+    return InferRequest(batch, request_id if isinstance(request_id, str) else None, wanted, binary)
+
+
+def _binary_flag(parameters: Any, name: str, where: str) -> bool | None:
+    if parameters is None:
+        return None
+    if not isinstance(parameters, dict):
+        raise InvalidRequest(422, f"{where}.parameters: must be an object")
+    flag = parameters.get(name)
+    if flag is not None and not isinstance(flag, bool):
+        raise InvalidRequest(422, f"{where}.parameters.{name}: must be true or false")
+    return flag
+
+
+def _outputs(
+    body: dict[str, Any], output_names: Sequence[str]
+) -> tuple[list[str] | None, set[str]]:
+    """Return the outputs asked for (None: all) and those to send as binary tensor data."""
+    every_binary = bool(_binary_flag(body.get("parameters"), "binary_data_output", "request"))
     outputs = body.get("outputs")
-    wanted = None
-    if outputs is not None:
-        if not isinstance(outputs, list) or not all(
-            isinstance(o, dict) and isinstance(o.get("name"), str) for o in outputs
-        ):
-            raise InvalidRequest(422, "outputs: must be a list of objects with a name")
-        wanted = [o["name"] for o in outputs]
-    return InferRequest(batch, request_id if isinstance(request_id, str) else None, wanted)
+    if outputs is None:
+        return None, set(output_names) if every_binary else set()
+    if not isinstance(outputs, list) or not all(
+        isinstance(o, dict) and isinstance(o.get("name"), str) for o in outputs
+    ):
+        raise InvalidRequest(422, "outputs: must be a list of objects with a name")
+    binary = set()
+    for i, output in enumerate(outputs):
+        flag = _binary_flag(output.get("parameters"), "binary_data", f"outputs[{i}]")
+        if flag or (flag is None and every_binary):
+            binary.add(output["name"])
+    return [o["name"] for o in outputs], binary

@@ -12,11 +12,12 @@ from __future__ import annotations
 import datetime as dt
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from retrain_assets.customer_names import InvalidCustomerName, validate_customer_name
+from retrain_assets.features.training_export import MODEL_FEATURES
 from retrain_assets.serving.forecaster import Forecaster, PredictionFailed
 from retrain_assets.serving.inputs import FeatureBatch
 from retrain_assets.serving.prediction_log import LogRow, LogUnavailable, PredictionLogWriter
@@ -47,6 +48,25 @@ class Forecast:
     versions: list[str]
     aliases: list[str]
     route: Route
+    batch: FeatureBatch | None = None  # the rows asked for (features, reasons, defaults)
+
+    def reasons(self) -> list[str | None]:
+        """Return, per row, why it has no prediction (None: it has one)."""
+        if self.batch is None or self.batch.reasons is None:
+            return [None] * len(self.keys)
+        return self.batch.reasons
+
+    def defaulted(self) -> list[str]:
+        """Return, per row, the covariates that took their latest known value ("" for none)."""
+        if self.batch is None or self.batch.defaulted is None:
+            return [""] * len(self.keys)
+        return self.batch.defaulted
+
+    def covariate(self, name: str) -> list[float]:
+        """Return, per row, the value of a feature the prediction used (NaN: none)."""
+        if self.batch is None:
+            return [math.nan] * len(self.keys)
+        return self.batch.features[:, MODEL_FEATURES.index(name)].tolist()
 
 
 @dataclass
@@ -115,11 +135,31 @@ class Predictor:
     def forecast(self, customer: str, batch: FeatureBatch) -> Forecast:
         """Predict every row, log all predictions (committed), and return the served ones.
 
+        A row with a reason (no sales history) is neither predicted nor logged: it is answered
+        with its reason, no prediction, no version.
+
         Raises:
             ServingError: the route's errors (`route`); 503 when a model cannot be loaded or
                 the log cannot commit (nothing acknowledged); 500 naming the reason when the
                 model serving a row failed to predict (the failure is logged first).
         """
+        answerable = batch.answerable()
+        if answerable.all():
+            return replace(self._forecast(customer, batch), batch=batch)
+        route = self.route(customer)
+        predictions = np.full(len(batch), math.nan)
+        versions, aliases = [""] * len(batch), [""] * len(batch)
+        if answerable.any():
+            part = self._forecast(customer, batch.subset(answerable))
+            predictions[answerable] = part.predictions
+            for at, version, alias in zip(
+                np.flatnonzero(answerable).tolist(), part.versions, part.aliases, strict=True
+            ):
+                versions[at], aliases[at] = version, alias
+            route = part.route
+        return Forecast(customer, batch.keys, predictions, versions, aliases, route, batch)
+
+    def _forecast(self, customer: str, batch: FeatureBatch) -> Forecast:
         route = self.route(customer)
         champion_version, canary_version = _versions(route)
         to_canary = (

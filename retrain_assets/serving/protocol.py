@@ -1,12 +1,16 @@
 """The answers' shapes: Open Inference Protocol (v2) responses and metadata, the JSON route's.
 
 JSON has no NaN: a prediction that is not finite is answered as null with `non_finite` true
-(the log keeps the value itself).
+(the log keeps the value itself). A row with no prediction (`reason` says why) is answered as
+null too, with `non_finite` false and no version. Every v2 response carries the request's `id`
+(a fresh one when it sent none) and a `model_version`: the version that served every row, or
+the champion's and the canary's joined by "+" when a canary took some of them.
 """
 
 from __future__ import annotations
 
 import math
+import uuid
 from typing import Any
 
 from retrain_assets.serving.inputs import InvalidRequest, v2_inputs
@@ -20,6 +24,10 @@ V2_OUTPUTS = (
     ("alias", "BYTES"),
     ("non_finite", "BOOL"),
     ("request_key", "BYTES"),
+    ("reason", "BYTES"),
+    ("defaulted", "BYTES"),
+    ("price_used", "FP64"),
+    ("on_promo_used", "FP64"),
 )
 
 
@@ -33,9 +41,27 @@ def _finite_or_none(predictions: list[float]) -> tuple[list[float | None], list[
     return values, flags
 
 
-def rows_response(forecast: Forecast) -> dict[str, Any]:
-    """Return the JSON route's answer: `predictions`, per row its key, value, version, alias."""
+def _flags(forecast: Forecast) -> tuple[list[float | None], list[bool], list[str | None]]:
     values, flags = _finite_or_none(forecast.predictions.tolist())
+    reasons = forecast.reasons()
+    for i, reason in enumerate(reasons):
+        if reason is not None:
+            flags[i] = False
+    return values, flags, reasons
+
+
+def _or_none(values: list[float]) -> list[float | None]:
+    return [value if math.isfinite(value) else None for value in values]
+
+
+def rows_response(forecast: Forecast) -> dict[str, Any]:
+    """Return the JSON route's answer: `predictions`, per row its key, value, version, alias.
+
+    Each row also says why it has no prediction (`reason`, else null), the price and promotion
+    its prediction used, and which of them took their latest known value (`defaulted`).
+    """
+    values, flags, reasons = _flags(forecast)
+    prices, promos = _or_none(forecast.covariate("price")), forecast.covariate("on_promo")
     return {
         "customer": forecast.customer,
         "predictions": [
@@ -43,14 +69,36 @@ def rows_response(forecast: Forecast) -> dict[str, Any]:
                 "request_key": key,
                 "prediction": value,
                 "non_finite": flag,
-                "model_version": version,
-                "alias": alias,
+                "model_version": version or None,
+                "alias": alias or None,
+                "reason": reason,
+                "price": price,
+                "on_promo": None if math.isnan(promo) else bool(promo),
+                "defaulted": defaulted.split(",") if defaulted else [],
             }
-            for key, value, flag, version, alias in zip(
-                forecast.keys, values, flags, forecast.versions, forecast.aliases, strict=True
+            for key, value, flag, version, alias, reason, price, promo, defaulted in zip(
+                forecast.keys,
+                values,
+                flags,
+                forecast.versions,
+                forecast.aliases,
+                reasons,
+                prices,
+                promos,
+                forecast.defaulted(),
+                strict=True,
             )
         ],
     }
+
+
+def response_version(forecast: Forecast) -> str:
+    """Return the v2 response's `model_version`: the one version that served, or "a+b"."""
+    served = [v for v in dict.fromkeys(forecast.versions) if v]
+    if not served:
+        return forecast.route.champion_version or ""
+    champion = forecast.route.champion_version
+    return "+".join(sorted(served, key=lambda v: (v != champion, v)))
 
 
 def check_outputs(wanted: list[str] | None) -> None:
@@ -71,13 +119,17 @@ def infer_response(
     forecast: Forecast, request_id: str | None, wanted: list[str] | None
 ) -> dict[str, Any]:
     """Return the v2 inference response: one tensor per output (all, or those asked for)."""
-    values, flags = _finite_or_none(forecast.predictions.tolist())
+    values, flags, reasons = _flags(forecast)
     data = {
         "forecast": values,
         "model_version": forecast.versions,
         "alias": forecast.aliases,
         "non_finite": flags,
         "request_key": forecast.keys,
+        "reason": [reason or "" for reason in reasons],
+        "defaulted": forecast.defaulted(),
+        "price_used": _or_none(forecast.covariate("price")),
+        "on_promo_used": _or_none(forecast.covariate("on_promo")),
     }
     rows = len(forecast.keys)
     outputs = [
@@ -85,10 +137,12 @@ def infer_response(
         for name, datatype in V2_OUTPUTS
         if wanted is None or name in wanted
     ]
-    answer: dict[str, Any] = {"model_name": forecast.customer, "outputs": outputs}
-    if request_id is not None:
-        answer["id"] = request_id
-    return answer
+    return {
+        "model_name": forecast.customer,
+        "model_version": response_version(forecast),
+        "id": request_id if request_id is not None else uuid.uuid4().hex,
+        "outputs": outputs,
+    }
 
 
 def model_metadata(route: Route) -> dict[str, Any]:

@@ -12,6 +12,8 @@ import logging
 import os
 import threading
 
+from retrain_assets.features.countries import countries_of
+from retrain_assets.features.parquet_store import ParquetPartitionStore
 from retrain_assets.registry.mlflow_registry import MlflowRegistry
 from retrain_assets.server_process import (
     StopSignal,
@@ -21,16 +23,19 @@ from retrain_assets.server_process import (
 )
 from retrain_assets.serving.app import create_app
 from retrain_assets.serving.forecaster import Forecaster
+from retrain_assets.serving.history import HistoryCache, ParquetHistory, PublicationWatcher
 from retrain_assets.serving.model_cache import ModelCache
 from retrain_assets.serving.prediction_log import PredictionLogWriter
 from retrain_assets.serving.predictor import Predictor
 from retrain_assets.serving.routes import Route, RouteRefresher, RouteTable
 from retrain_assets.settings import (
     mlflow_tracking_uri,
+    serve_max_history_mb,
     serve_max_models,
     serve_max_rows,
     serve_refresh_seconds,
     serve_token,
+    storage_root,
 )
 from retrain_assets.store.resource import ProjectDatabase
 
@@ -105,18 +110,25 @@ def serve(host: str = DEFAULT_HOST, port: int = 8080) -> None:
     writer = PredictionLogWriter(url)
     predictor = Predictor(table, cache.get, writer)
     refresher = RouteRefresher(url, table, preload, refresh)
-    app = create_app(predictor, refresher, writer, token, max_rows)
+    history = HistoryCache(
+        ParquetHistory(ParquetPartitionStore(storage_root())),
+        lambda customer: countries_of(url, [customer])[customer],
+        int(serve_max_history_mb() * 1024 * 1024),
+    )
+    watcher = PublicationWatcher(url, history, refresh)
+    app = create_app(predictor, refresher, writer, token, max_rows, history, watcher)
     handlers = install_stop_handlers()
     try:
         log.info(
             "prediction service on http://%s:%d: models from %s, at most %d in memory, "
-            "%d rows a request, routes read every %.1f s",
+            "%d rows a request, routes read every %.1f s, histories up to %.0f MB",
             host,
             port,
             mlflow_tracking_uri(),
             max_models,
             max_rows,
             refresh,
+            serve_max_history_mb(),
         )
         uvicorn.run(app, host=host, port=port, log_level="info", access_log=False)
     except StopSignal as stop:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import select
 import socket
@@ -12,13 +13,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from retrain_assets.demo.tenants import TenantSpec
+from retrain_assets.features.parquet_store import ParquetPartitionStore
 from retrain_assets.features.training_export import MODEL_FEATURES
 from retrain_assets.registry.mlflow_registry import MlflowRegistry
+from retrain_assets.serving.history import Publication
 from retrain_assets.serving.routing import bucket
 from retrain_assets.store.database import transaction
 from retrain_assets.store.migrations import migrate
 from retrain_assets.store.server import PostgresServer, ensure_database
 from retrain_assets_tests.serving.models import feature_frame, train
+from retrain_assets_tests.serving.published import publish
 from retrain_assets_tests.serving.serving_process import (
     TOKEN,
     Client,
@@ -33,6 +38,8 @@ SUFFIX = uuid.uuid4().hex[:6]
 STEADY, MOVING, BROKEN, NO_CHAMPION = (
     f"{n}-{SUFFIX}" for n in ("steady", "moving", "broken", "new")
 )
+KEYED_SPEC = TenantSpec(STEADY, "US", stores=2, items=6, seed=5)  # STEADY's published history
+DROPPED = ("S002", "I0003")  # a store and an item it has, never sold together
 
 
 @pytest.fixture(scope="module")
@@ -102,8 +109,20 @@ def wait_for_versions(service: ServingProcess, customer: str, versions: list[str
 
 
 @pytest.fixture(scope="module")
-def service(module_db, mlflow_uri, boosters, tmp_path_factory) -> Iterator[ServingProcess]:
-    """One service process for the module (routes, routing, validation)."""
+def published(module_db, tmp_path_factory) -> tuple[str, Publication, pd.DataFrame]:
+    """STEADY's published feature days (the asset's code) and their `feature_snapshots` rows."""
+    storage = str(tmp_path_factory.mktemp("storage"))
+    publication, written = publish(
+        ParquetPartitionStore(storage), KEYED_SPEC, drop=DROPPED, db_url=module_db
+    )
+    return storage, publication, written
+
+
+@pytest.fixture(scope="module")
+def service(
+    module_db, mlflow_uri, boosters, published, tmp_path_factory
+) -> Iterator[ServingProcess]:
+    """One service process for the module (routes, routing, validation, requests by key)."""
     set_route(module_db, STEADY, "1")
     set_route(module_db, MOVING, "1")
     set_route(module_db, BROKEN, "1")
@@ -112,7 +131,11 @@ def service(module_db, mlflow_uri, boosters, tmp_path_factory) -> Iterator[Servi
         module_db,
         mlflow_uri,
         tmp_path_factory.mktemp("serve"),
-        extra_env={"RETRAIN_SERVE_MAX_ROWS": str(MAX_ROWS), "RETRAIN_SERVE_MAX_MODELS": "3"},
+        extra_env={
+            "RETRAIN_SERVE_MAX_ROWS": str(MAX_ROWS),
+            "RETRAIN_SERVE_MAX_MODELS": "3",
+            "RETRAIN_STORAGE_URL": published[0],
+        },
     )
     process.start()
     try:
@@ -274,13 +297,14 @@ def test_bad_input_is_refused_with_its_status_and_reason(service, module_db):
         422,
         f"inputs: missing {MODEL_FEATURES[-1]}",
     )
+    header = json.dumps(v2_request(good))
     binary = service.call(
         "POST",
         f"/v2/models/{STEADY}/infer",
-        json=v2_request(good),
-        headers={"Inference-Header-Content-Length": "100"},
+        data=header.encode(),
+        headers={"Inference-Header-Content-Length": str(len(header) + 10)},
     )
-    refused(binary, 422, "binary tensor data")
+    refused(binary, 400, f"says the JSON header has {len(header) + 10} bytes")
     refused(service.forecast(STEADY, good, token=None), 401, "missing or wrong bearer token")
     refused(service.forecast(STEADY, good, token="dev-token"), 401, "bearer token")
     secret = {**good[0], "price": "secret-price-417"}
@@ -401,3 +425,272 @@ def test_sigkill_then_restart_loses_nothing_acknowledged_and_serves_the_same(
     assert after.status_code == 200, after.text
     assert [(r["model_version"], r["alias"]) for r in after.json()["predictions"]] == before
     assert own_service.stop() == 0
+
+
+# -- requests by key, and the whole v2 protocol for real clients ------------------------------
+
+
+def day_rows(written: pd.DataFrame, day) -> pd.DataFrame:
+    """Return the published rows of one day, sorted as the service's answers are."""
+    return written[written["date"] == pd.Timestamp(day)].reset_index(drop=True)
+
+
+def served_versions(service: ServingProcess, customer: str, version: str) -> None:
+    set_route(service.app_db, customer, version)
+    wait_for_versions(service, customer, [version])
+
+
+def log_count(url: str, customer: str) -> int:
+    with transaction(url) as cur:
+        cur.execute("SELECT count(*) FROM prediction_log WHERE customer = %s", (customer,))
+        return int(cur.fetchone()[0])
+
+
+def test_requests_by_key_are_answered_from_the_published_history(service, boosters, published):
+    _, publication, written = published
+    served_versions(service, STEADY, "1")
+    booster = boosters[(STEADY, "1")]
+    latest = day_rows(written, publication.latest)
+    keys = [
+        {"store_id": s, "item_id": i, "date": publication.latest.isoformat()}
+        for s, i in zip(latest["store_id"], latest["item_id"], strict=True)
+    ]
+    answer = service.forecast(STEADY, keys)
+    assert answer.status_code == 200, answer.text
+    rows = answer.json()["predictions"]
+    # the served features of a published day are its partition's: the same predictions
+    assert np.allclose([r["prediction"] for r in rows], booster.predict(latest[MODEL_FEATURES]))
+    assert {(r["reason"], tuple(r["defaulted"]), r["model_version"]) for r in rows} == {
+        (None, (), "1")
+    }
+
+    ahead = [publication.latest + dt.timedelta(days=n) for n in range(1, 8)]
+    week = [{"store_id": "S001", "item_id": "I0001", "date": d.isoformat()} for d in ahead]
+    week.append({"store_id": DROPPED[0], "item_id": DROPPED[1], "price": 2.5})
+    before = log_count(service.app_db, STEADY)
+    answer = service.forecast(STEADY, week)
+    assert answer.status_code == 200, answer.text
+    rows = answer.json()["predictions"]
+    assert all(r["prediction"] is not None and r["reason"] is None for r in rows[:7])
+    assert rows[0]["defaulted"] == ["price", "on_promo"] and rows[-1]["defaulted"] == ["on_promo"]
+    assert rows[-1]["prediction"] is None and rows[-1]["model_version"] is None
+    assert "no sales of this item at this store" in rows[-1]["reason"]
+    assert rows[-1]["request_key"] == f"{DROPPED[0]}/{DROPPED[1]}/{ahead[0]}"
+    assert log_count(service.app_db, STEADY) == before + 7  # the row without history: not served
+
+    past = (ahead[-1] + dt.timedelta(days=1)).isoformat()
+    refusals = {
+        f"rows[1].date: past the horizon: the furthest forecastable date is {ahead[-1]}": {
+            "store_id": "S001",
+            "item_id": "I0001",
+            "date": past,
+        },
+        "rows[1].store_id: unknown store": {"store_id": "S-secret-9", "item_id": "I0001"},
+        "rows[1].price: out of range": {"store_id": "S001", "item_id": "I0001", "price": -3},
+    }
+    for reason, bad in refusals.items():
+        refused = service.forecast(STEADY, [week[0], bad])
+        assert refused.status_code == 422 and reason in refused.json()["detail"], refused.text
+        assert "secret" not in refused.text
+    assert log_count(service.app_db, STEADY) == before + 7  # nothing logged for a refusal
+
+
+def triton_inputs(http, columns: dict, binary: bool) -> list:
+    inputs = []
+    for name, (datatype, values) in columns.items():
+        tensor = http.InferInput(name, list(values.shape), datatype)
+        tensor.set_data_from_numpy(values, binary_data=binary)
+        inputs.append(tensor)
+    return inputs
+
+
+def test_tritonclient_with_its_defaults_and_with_json(service, boosters, published):
+    http = pytest.importorskip("tritonclient.http")
+    _, publication, written = published
+    served_versions(service, STEADY, "1")
+    latest = day_rows(written, publication.latest)
+    count = len(latest)
+    price = latest["price"].to_numpy(np.float32)
+    columns = {
+        "store_id": ("BYTES", latest["store_id"].to_numpy(object)),
+        "item_id": ("BYTES", latest["item_id"].to_numpy(object)),
+        "date": ("BYTES", np.array([publication.latest.isoformat().encode()] * count, object)),
+        "price": ("FP32", price.reshape(count, 1)),
+        "on_promo": ("INT32", latest["on_promo"].to_numpy(np.int32).reshape(count, 1)),
+    }
+    expected_rows = latest[MODEL_FEATURES].assign(price=price.astype(np.float64))
+    expected = boosters[(STEADY, "1")].predict(expected_rows)
+    def auth() -> dict[str, str]:  # a fresh dict a call: infer() adds its header to the one given
+        return {"Authorization": f"Bearer {TOKEN}"}
+
+    client = http.InferenceServerClient(url=f"127.0.0.1:{service.port}")
+    try:
+        metadata = client.get_server_metadata(headers=auth())
+        assert "binary_tensor_data" in metadata["extensions"]
+        # the defaults: binary inputs, and every output binary
+        result = client.infer(
+            STEADY, triton_inputs(http, columns, True), headers=auth(), request_id="t-1"
+        )
+        response = result.get_response()
+        assert response["model_version"] == "1" and response["id"] == "t-1"
+        assert all("binary_data_size" in o["parameters"] for o in response["outputs"])
+        assert np.allclose(result.as_numpy("forecast"), expected)
+        assert result.as_numpy("model_version").tolist() == [b"1"] * count
+        assert result.as_numpy("non_finite").tolist() == [False] * count
+        # JSON both ways
+        outputs = [http.InferRequestedOutput(n, binary_data=False) for n in ("forecast", "alias")]
+        result = client.infer(
+            STEADY, triton_inputs(http, columns, False), outputs=outputs, headers=auth()
+        )
+        response = result.get_response()
+        assert "parameters" not in response["outputs"][0] and response["id"]
+        assert np.allclose(result.as_numpy("forecast"), expected)
+        assert result.as_numpy("alias").tolist() == ["champion"] * count
+        # rows with every feature, FP32, binary
+        features = {
+            name: ("FP32", latest[name].to_numpy(np.float32)) for name in MODEL_FEATURES
+        } | {name: columns[name] for name in ("store_id", "item_id", "date")}
+        result = client.infer(STEADY, triton_inputs(http, features, True), headers=auth())
+        as_fp32 = latest[MODEL_FEATURES].astype(np.float32).astype(np.float64)
+        assert np.allclose(result.as_numpy("forecast"), boosters[(STEADY, "1")].predict(as_fp32))
+    finally:
+        client.close()
+
+
+def binary_body(header: dict, *tensors: bytes) -> tuple[bytes, int]:
+    head = json.dumps(header).encode()
+    return head + b"".join(tensors), len(head)
+
+
+def test_binary_bodies_that_disagree_with_their_header_are_refused(service):
+    before = log_count(service.app_db, STEADY)
+    names = [b"S001", b"S002"]
+    stores = b"".join(len(n).to_bytes(4, "little") + n for n in names)
+    items = b"".join(len(n).to_bytes(4, "little") + n for n in (b"I0001", b"I0002"))
+
+    def tensor(name: str, datatype: str, size: int, shape=(2,)) -> dict:
+        return {
+            "name": name,
+            "datatype": datatype,
+            "shape": list(shape),
+            "parameters": {"binary_data_size": size},
+        }
+
+    def send(body: bytes, length: int):
+        return service.call(
+            "POST",
+            f"/v2/models/{STEADY}/infer",
+            data=body,
+            headers={"Inference-Header-Content-Length": str(length)},
+        )
+
+    header = {
+        "inputs": [
+            tensor("store_id", "BYTES", len(stores)),
+            tensor("item_id", "BYTES", len(items)),
+            tensor("price", "FP32", 8),
+        ]
+    }
+    price = np.array([1.5, 2.5], np.float32).tobytes()
+    body, length = binary_body(header, stores, items, price)
+    assert send(body, length).status_code == 200  # the well-formed one, for contrast
+    answered = log_count(service.app_db, STEADY)
+    assert answered == before + 2
+
+    short, length = binary_body(header, stores, items, price[:4])
+    response = send(short, length)
+    assert response.status_code == 400
+    assert "add up to" in response.json()["error"] and "carries" in response.json()["error"]
+    response = send(body, len(body) + 1)
+    assert response.status_code == 400 and "says the JSON header has" in response.json()["error"]
+    header["inputs"][2] = tensor("price", "FP32", 12, shape=(3,))
+    body, length = binary_body(header, stores, items, price + price[:4])
+    response = send(body, length)
+    assert response.status_code == 422, response.text
+    assert "inputs[price]" in response.json()["error"] or "disagree" in response.json()["error"]
+    header["inputs"][2] = tensor("price", "FP32", 4, shape=(2,))
+    body, length = binary_body(header, stores, items, price[:4])
+    response = send(body, length)
+    assert response.status_code == 422
+    assert "inputs[price]: binary_data_size is 4 bytes" in response.json()["error"]
+    assert "1.5" not in response.text
+    assert log_count(service.app_db, STEADY) == answered
+
+
+# The Open Inference Protocol's REST schemas (kserve/open-inference-protocol, rest spec):
+# $inference_response, $metadata_server_response, $metadata_model_response, $inference_error.
+TENSOR = {
+    "type": "object",
+    "required": ["name", "shape", "datatype"],
+    "properties": {
+        "name": {"type": "string"},
+        "shape": {"type": "array", "items": {"type": "integer"}},
+        "datatype": {"type": "string"},
+        "parameters": {"type": "object"},
+        "data": {"type": "array"},
+    },
+}
+INFERENCE_RESPONSE = {
+    "type": "object",
+    "required": ["model_name", "outputs"],
+    "properties": {
+        "model_name": {"type": "string"},
+        "model_version": {"type": "string"},
+        "id": {"type": "string"},
+        "parameters": {"type": "object"},
+        "outputs": {"type": "array", "items": TENSOR},
+    },
+}
+SERVER_METADATA = {
+    "type": "object",
+    "required": ["name", "version", "extensions"],
+    "properties": {
+        "name": {"type": "string"},
+        "version": {"type": "string"},
+        "extensions": {"type": "array", "items": {"type": "string"}},
+    },
+}
+MODEL_METADATA = {
+    "type": "object",
+    "required": ["name", "platform", "inputs", "outputs"],
+    "properties": {
+        "name": {"type": "string"},
+        "versions": {"type": "array", "items": {"type": "string"}},
+        "platform": {"type": "string"},
+        "inputs": {"type": "array", "items": TENSOR},
+        "outputs": {"type": "array", "items": TENSOR},
+    },
+}
+ERROR = {"type": "object", "required": ["error"], "properties": {"error": {"type": "string"}}}
+
+
+def test_a_plain_client_gets_the_published_v2_json_shapes(service, published):
+    jsonschema = pytest.importorskip("jsonschema")
+    _, publication, _ = published
+    served_versions(service, STEADY, "1")
+    jsonschema.validate(service.call("GET", "/v2").json(), SERVER_METADATA)
+    jsonschema.validate(service.call("GET", f"/v2/models/{STEADY}").json(), MODEL_METADATA)
+    body = {
+        "inputs": [
+            {
+                "name": "store_id",
+                "datatype": "BYTES",
+                "shape": [2, 1],
+                "data": [["S001"], ["S002"]],
+            },
+            {"name": "item_id", "datatype": "BYTES", "shape": [2], "data": ["I0001", "I0002"]},
+            {"name": "on_promo", "datatype": "BOOL", "shape": [2], "data": [True, False]},
+        ]
+    }
+    response = service.call("POST", f"/v2/models/{STEADY}/infer", json=body)
+    assert response.status_code == 200, response.text
+    answer = response.json()
+    jsonschema.validate(answer, INFERENCE_RESPONSE)
+    assert answer["model_version"] == "1" and len(answer["id"]) == 32  # made up: none was sent
+    outputs = {o["name"]: o["data"] for o in answer["outputs"]}
+    next_day = (publication.latest + dt.timedelta(days=1)).isoformat()
+    assert outputs["request_key"] == [f"S001/I0001/{next_day}", f"S002/I0002/{next_day}"]
+    assert outputs["on_promo_used"] == [1.0, 0.0] and outputs["defaulted"] == ["price"] * 2
+    refused = service.call("POST", f"/v2/models/{STEADY}/infer", json={"inputs": []})
+    assert refused.status_code == 422
+    jsonschema.validate(refused.json(), ERROR)

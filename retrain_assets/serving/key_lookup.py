@@ -1,0 +1,101 @@
+"""A request by key made into features: each row looked up in its customer's served table.
+
+A row's date must lie in the days the table serves: the last published week (to check a
+forecast against what was published) up to the furthest forecastable day. A store or an item
+that is not in the customer's published history of the held days is refused (422, naming the
+row); a known store and item with no sales in the 28 days before the date, or without a row on
+a published day, gets no prediction and says why (never a silent zero). A covariate the row
+sends replaces the table's value; one it leaves out keeps the latest known value (a published
+day's own), and the answer names the covariates so defaulted.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from retrain_assets.features.lookback import LOOKBACK_DAYS
+from retrain_assets.features.served_features import COVARIATES, HELD_DAYS
+from retrain_assets.features.training_export import MODEL_FEATURES
+from retrain_assets.serving.history import CustomerFeatures
+from retrain_assets.serving.inputs import DATE_FIELD, FeatureBatch, InvalidRequest, KeyBatch
+from retrain_assets.serving.routing import request_key
+
+MAX_PROBLEMS_SHOWN = 5
+_ROLLING_28 = MODEL_FEATURES.index(f"rolling_mean_{LOOKBACK_DAYS}")
+_COVARIATE_COLUMNS = {name: MODEL_FEATURES.index(name) for name in COVARIATES}
+NO_SALES = f"no sales of this item at this store in the {LOOKBACK_DAYS} days before the date"
+NOT_PUBLISHED = "no published sales row for this store and item on that day"
+
+
+def _refuse(problems: list[str]) -> None:
+    if problems:
+        more = len(problems) - MAX_PROBLEMS_SHOWN
+        tail = f" (and {more} more problem(s))" if more > 0 else ""
+        raise InvalidRequest(422, "; ".join(problems[:MAX_PROBLEMS_SHOWN]) + tail)
+
+
+def features_by_key(table: CustomerFeatures, keys: KeyBatch) -> FeatureBatch:
+    """Return the request's rows with their features, reasons and defaulted covariates.
+
+    Raises:
+        InvalidRequest: 422 naming each row whose store or item is unknown, or whose date is
+            before the days served or past the horizon (the furthest forecastable date named).
+    """
+    first, last, latest = table.first_day, table.last_day, table.publication.latest
+    dates = [day if day is not None else table.next_day for day in keys.dates]
+    problems: list[str] = []
+    for i, (store, item, day) in enumerate(zip(keys.store_ids, keys.item_ids, dates, strict=True)):
+        if store not in table.stores:
+            problems.append(
+                f"{keys.where('store_id', i)}: unknown store: not in {table.customer}'s "
+                f"published history of the last {HELD_DAYS} days"
+            )
+        if item not in table.items:
+            problems.append(
+                f"{keys.where('item_id', i)}: unknown item: not in {table.customer}'s "
+                f"published history of the last {HELD_DAYS} days"
+            )
+        if day > last:
+            problems.append(
+                f"{keys.where(DATE_FIELD, i)}: past the horizon: the furthest forecastable "
+                f"date is {last} ({(last - latest).days} days after the latest published "
+                f"day {latest})"
+            )
+        elif day < first:
+            problems.append(
+                f"{keys.where(DATE_FIELD, i)}: before the days served: the earliest is {first}"
+            )
+    _refuse(problems)
+    count = len(keys)
+    features = np.full((count, len(MODEL_FEATURES)), math.nan)
+    reasons: list[str | None] = [None] * count
+    published = np.zeros(count, dtype=bool)
+    found = np.full(count, -1, dtype=np.int64)
+    for i, (store, item, day) in enumerate(zip(keys.store_ids, keys.item_ids, dates, strict=True)):
+        at = table.index.get(request_key(store, item, day))
+        if at is None:
+            reasons[i] = NOT_PUBLISHED if day <= latest else NO_SALES
+        else:
+            found[i] = at
+    hit = found >= 0
+    features[hit] = table.features[found[hit]]
+    published[hit] = table.published[found[hit]]
+    for i in np.flatnonzero(hit & np.isnan(features[:, _ROLLING_28])).tolist():
+        reasons[i] = NO_SALES
+    defaulted: list[list[str]] = [[] for _ in range(count)]
+    for name, column in _COVARIATE_COLUMNS.items():
+        sent = getattr(keys, name)
+        given = ~np.isnan(sent)
+        features[given, column] = sent[given]
+        for i in np.flatnonzero(~given & ~published).tolist():
+            defaulted[i].append(name)
+    return FeatureBatch(
+        keys.store_ids,
+        keys.item_ids,
+        dates,
+        features,
+        reasons=reasons,
+        defaulted=[",".join(names) for names in defaulted],
+    )

@@ -1,0 +1,61 @@
+"""A customer's published feature days, made as the data side makes them, for serving tests."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pandas as pd
+
+from retrain_assets.demo.simulate import simulate_day
+from retrain_assets.demo.tenants import TenantSpec
+from retrain_assets.features.parquet_store import ParquetPartitionStore
+from retrain_assets.features.store_day_features_asset import write_feature_days
+from retrain_assets.serving.history import Publication
+from retrain_assets.store.snapshots import publish_snapshots
+
+LATEST = dt.date(2026, 4, 20)
+DAYS = 45
+
+
+def simulated_sales(
+    spec: TenantSpec, days: list[dt.date], drop: tuple[str, str] | None = None
+) -> pd.DataFrame:
+    """Return the tenant's sales of `days` as `sales` holds them (`drop`: a series left out)."""
+    frames = []
+    for day in days:
+        frame = simulate_day(spec, day)
+        frame.insert(0, "customer", spec.name)
+        frames.append(frame)
+    sales = pd.concat(frames, ignore_index=True).astype(
+        {"date": "datetime64[ns]", "on_promo": bool, "store_id": str, "item_id": str}
+    )
+    if drop is not None:
+        sales = sales[(sales["store_id"] != drop[0]) | (sales["item_id"] != drop[1])]
+    return sales.reset_index(drop=True)
+
+
+def publish(
+    store: ParquetPartitionStore,
+    spec: TenantSpec,
+    latest: dt.date = LATEST,
+    days: int = DAYS,
+    drop: tuple[str, str] | None = None,
+    db_url: str | None = None,
+) -> tuple[Publication, pd.DataFrame]:
+    """Write the feature days ending at `latest` (the asset's code); return the publication.
+
+    With `db_url` the days are also recorded in `feature_snapshots`, as the asset does.
+    Returns the publication and the features written.
+    """
+    dates = [latest - dt.timedelta(days=back) for back in range(days - 1, -1, -1)]
+    sales = simulated_sales(spec, dates, drop)
+    keys = [day.isoformat() for day in dates]
+    records, _ = write_feature_days(sales, keys, {spec.name: spec.country}, store, "test", None)
+    if db_url is not None:
+        publish_snapshots(db_url, records)
+    versions = tuple(sorted((r.partition_date, r.data_version) for r in records))
+    written = pd.concat(
+        [pd.read_parquet(store.path("store_day_features", key)) for key in keys],
+        ignore_index=True,
+    )
+    return Publication(latest, versions), written
