@@ -107,12 +107,14 @@ def _diagram(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
+    from retrain_assets.policy.deferrals import deferral_lines
     from retrain_assets.runtime.machine_report import status_lines
     from retrain_assets.runtime.serving_status import serving_lines
     from retrain_assets.store.resource import ProjectDatabase
 
     url = ProjectDatabase().prepare()
-    print("\n".join(serving_lines(url, args.customer) + status_lines(url, args.customer)))
+    lines = serving_lines(url, args.customer) + status_lines(url, args.customer)
+    print("\n".join(lines + deferral_lines(url, args.customer)))
     return 0
 
 

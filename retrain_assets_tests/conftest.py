@@ -37,6 +37,9 @@ SHARED_PLATFORM_ENV = {
     "RETRAIN_SERVING_REPORT_INTERVAL_SECONDS": "2",
     # tests here publish their days by hand; the landing automation has a platform of its own
     "RETRAIN_LANDING_AUTOMATION": "off",
+    # retries wait 2, 4, 8, 8 s (issue 31): a download budget of 5 spans ~22 s, not minutes
+    "RETRAIN_RETRY_FIRST_SECONDS": "2",
+    "RETRAIN_RETRY_MAX_SECONDS": "8",
 }
 
 

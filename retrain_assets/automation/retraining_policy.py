@@ -30,11 +30,12 @@ from retrain_assets.models.training_job_asset import training_job
 from retrain_assets.policy.alerts import raise_alert
 from retrain_assets.policy.busy import unfinished_runs
 from retrain_assets.policy.decisions import DecisionRefused, open_decisions, record_decision
+from retrain_assets.policy.deferrals import clear_deferrals, record_deferral
 from retrain_assets.policy.dispatch import not_launched, training_request
 from retrain_assets.policy.drift import DayFrames
 from retrain_assets.policy.evaluation import PolicyState, error_line, held_reason, read_state
 from retrain_assets.policy.history import choose_window
-from retrain_assets.policy.rule import Outcome
+from retrain_assets.policy.rule import NO_DATA, Outcome
 from retrain_assets.store.resource import ProjectDatabase
 from retrain_assets.store.snapshots import latest_snapshots
 
@@ -124,6 +125,8 @@ def _evaluate_all(
         except Exception as err:  # one customer's failure must not stop the others' decisions
             context.log.error(f"{customer}: the policy could not evaluate: {err!r}")
             results.append(Evaluated(customer, ERROR, error_line(customer, err)))
+    kept = {NO_DATA, "busy", DEFERRED, ERROR}  # a busy customer's data was not looked at
+    clear_deferrals(url, [r.customer for r in results if r.kind not in kept])
     return results, cursor
 
 
@@ -203,6 +206,16 @@ def _act(
             float(outcome.details["threshold"]),
         )
         context.log.warning(f"{customer}: drift alert {alert.id}: {outcome.reason}")
+        return Evaluated(customer, outcome.kind, f"{customer}: {outcome.reason}")
+    if outcome.kind == NO_DATA:  # visible, not scheduled: recorded until its rows arrive
+        since = outcome.details.get("no_data_since")
+        record_deferral(
+            url,
+            customer,
+            outcome.reason,
+            dt.date.fromisoformat(since) if since else None,
+            dt.date.fromisoformat(str(outcome.details["published_up_to"])),
+        )
         return Evaluated(customer, outcome.kind, f"{customer}: {outcome.reason}")
     if outcome.action == "skip" or outcome.policy is None:
         return Evaluated(customer, outcome.kind, f"{customer}: {outcome.reason}")

@@ -30,6 +30,7 @@ MIN_TRAIN = "RETRAIN_EVIDENCE_MIN_TRAIN_ROWS"
 MIN_HOLDOUT = "RETRAIN_EVIDENCE_MIN_HOLDOUT_ROWS"
 MIN_PER_STORE = "RETRAIN_EVIDENCE_MIN_HOLDOUT_ROWS_PER_STORE"
 NOT_ENOUGH = "not enough evidence"
+HOLDOUT_DAYS = 7  # `training_job`'s default holdout, the one the policy's decisions train with
 
 
 @dataclass(frozen=True)

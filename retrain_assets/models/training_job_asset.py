@@ -21,6 +21,7 @@ from pydantic import Field
 from retrain_assets.asset_keys import TRAINING_JOB
 from retrain_assets.customers import CUSTOMERS, customer_of
 from retrain_assets.features.evidence import (
+    HOLDOUT_DAYS,
     Evidence,
     EvidenceRules,
     count_rows,
@@ -81,7 +82,9 @@ class TrainingJobConfig(dg.Config):
     data_versions: dict[str, str] = Field(
         default_factory=dict, description="Expected data version per day; a change refuses"
     )
-    holdout_days: int = Field(7, ge=1, description="Latest days kept for the evaluation gate")
+    holdout_days: int = Field(
+        HOLDOUT_DAYS, ge=1, description="Latest days kept for the evaluation gate"
+    )
     num_boost_round: int = Field(200, ge=1, le=5000)
     learning_rate: float = Field(0.05, gt=0)
     num_leaves: int = Field(31, ge=2)

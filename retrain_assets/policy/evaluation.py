@@ -9,18 +9,20 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import dagster as dg
 
+from retrain_assets.features.evidence import EvidenceRules
 from retrain_assets.policy.alerts import DriftAlert, pending_alerts
 from retrain_assets.policy.busy import busy_customers
 from retrain_assets.policy.decisions import Decision, latest_decisions
 from retrain_assets.policy.drift import Baselines, DayFrames, DriftMeasure, measure_drift
-from retrain_assets.policy.history import Published
+from retrain_assets.policy.history import Published, choose_window
 from retrain_assets.policy.rule import Outcome, policy_outcome
 from retrain_assets.policy.settled import publishing_work
 from retrain_assets.policy.thresholds import DEFAULTS, PolicySettings, all_settings
+from retrain_assets.store.snapshot_ref import SnapshotRef
 
 NOTHING_PUBLISHED = "no feature snapshot is published yet"
 
@@ -61,13 +63,22 @@ class PolicyState:
     busy: dict[str, str]
     frames: DayFrames
     baselines: Baselines
+    rules: EvidenceRules = field(default_factory=EvidenceRules.from_settings)
+    windows: dict[int, SnapshotRef] = field(default_factory=dict)  # by window_days
 
     def settings_of(self, customer: str) -> PolicySettings:
         """Return the customer's effective settings (the defaults without an override)."""
         return self.settings.get(customer, DEFAULTS)
 
+    def window(self, days: int) -> SnapshotRef:
+        """Return the snapshot a decision of `days` days would name now (once per tick)."""
+        if days not in self.windows:
+            self.windows[days] = choose_window(self.published, days)
+        return self.windows[days]
+
     def outcome(self, customer: str, now: dt.datetime) -> Outcome:
         """Return the rule's outcome for one customer; reads feature files only for drift."""
+        settings = self.settings_of(customer)
         return policy_outcome(
             customer,
             self.settings_of(customer),
@@ -77,6 +88,8 @@ class PolicyState:
             self.busy.get(customer),
             now,
             self.drift_of,
+            window=self.window(settings.window_days) if self.published else None,
+            rules=self.rules,
         )
 
     def drift_of(self, last: Decision, recent: list[dt.date]) -> DriftMeasure:

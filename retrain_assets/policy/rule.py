@@ -1,7 +1,8 @@
 """The decision rule for one customer, one tick: decide (and why), raise a drift alert, or skip.
 
 Pure apart from `drift_of`, which the sensor backs with the feature files; the order of the
-checks is the policy: busy, first training (history), schedule, volume, then drift.
+checks is the policy: busy, first training (history), the customer's rows in the window it
+would train on (`_data_stopped`), schedule, volume, then drift.
 """
 
 from __future__ import annotations
@@ -12,11 +13,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from retrain_assets.features.evidence import HOLDOUT_DAYS, EvidenceRules
 from retrain_assets.policy.alerts import DriftAlert
 from retrain_assets.policy.decisions import Decision, Policy
 from retrain_assets.policy.drift import DriftMeasure
-from retrain_assets.policy.history import Published, days_after, history_days, new_rows
+from retrain_assets.policy.history import (
+    Published,
+    choose_window,
+    days_after,
+    history_days,
+    new_rows,
+)
 from retrain_assets.policy.thresholds import PolicySettings
+from retrain_assets.store.snapshot_ref import SnapshotRef
 
 APPROVAL_JOB = "approve_drift_retraining"
 DriftOf = Callable[[Decision, list[dt.date]], DriftMeasure]
@@ -30,7 +39,9 @@ Kind = Literal[
     "not enough history",
     "waiting for drift approval",
     "nothing due",
+    "no data",
 ]
+NO_DATA: Kind = "no data"
 
 
 @dataclass(frozen=True)
@@ -54,12 +65,26 @@ def policy_outcome(
     busy: str | None,
     now: dt.datetime,
     drift_of: DriftOf,
+    *,
+    window: SnapshotRef | None = None,
+    rules: EvidenceRules | None = None,
 ) -> Outcome:
-    """Return the policy's outcome for one customer."""
+    """Return the policy's outcome for one customer.
+
+    `window`: the snapshot a decision would name now (`choose_window` for the customer's
+    window_days; the caller may pass the one it computed for every customer with those days);
+    `rules`: the evidence minimums (default: RETRAIN_EVIDENCE_MIN_*).
+    """
     if busy:
         return Outcome("skip", "busy", f"busy ({busy}): no new decision until it finishes")
     # The settings go into a decision's details only; asdict per customer and tick was a
     # fifth of a steady tick's time at 2,000 customers (BENCHMARKS.md, retraining_policy).
+    if last is None and history_days(published, customer) < settings.min_history_days:
+        return _first_training(customer, settings, published)
+    chosen = window if window is not None else choose_window(published, settings.window_days)
+    stopped = _data_stopped(customer, published, chosen, rules or EvidenceRules.from_settings())
+    if stopped is not None:
+        return stopped
     if last is None:
         return _first_training(customer, settings, published)
     rows, days = new_rows(published, customer, last.last_day)
@@ -106,6 +131,59 @@ def policy_outcome(
             f"{alert.detected_at:%Y-%m-%d %H:%M} (launch {APPROVAL_JOB} for {customer}); {status}",
         )
     return _drift_outcome(customer, settings, published, last, status, drift_of)
+
+
+def _rows_on(published: Published, customer: str, day: dt.date) -> int:
+    record = published.get(day)
+    return record.rows_per_customer.get(customer, 0) if record is not None else 0
+
+
+def _data_stopped(
+    customer: str, published: Published, window: SnapshotRef, rules: EvidenceRules
+) -> Outcome | None:
+    """Return the deferral of a customer whose rows the window lacks, None when it has them.
+
+    The window a decision would name ends on the latest published day (any customer's); a
+    customer whose files stopped has no rows in its holdout, and a GPU job spent on it could
+    never be judged. Counted on the published rows per customer and day (per store is
+    `training_job`'s part, which reads the rows), with the minimums of `features/evidence.py`.
+    """
+    last, first = window.last_day, window.first_day
+    start = max(last - dt.timedelta(days=HOLDOUT_DAYS - 1), first)
+    holdout = sum(
+        _rows_on(published, customer, start + dt.timedelta(days=i))
+        for i in range((last - start).days + 1)
+    )
+    train = 0
+    if holdout >= rules.min_holdout_rows:
+        day = start - dt.timedelta(days=1)
+        while day >= first and train < rules.min_train_rows:
+            train += _rows_on(published, customer, day)
+            day -= dt.timedelta(days=1)
+        if train >= rules.min_train_rows:
+            return None
+    with_rows = [day for day, r in published.items() if r.rows_per_customer.get(customer, 0)]
+    newest = max(with_rows) if with_rows else None
+    if newest is None:
+        reason = f"deferred: no rows of {customer} are published (published up to {last})"
+    elif newest < start:
+        reason = (
+            f"deferred: no data from {customer} since {newest} (its newest day with rows; "
+            f"published up to {last}): the window {first} .. {last} would hold {holdout} "
+            f"holdout rows of it (needs >= {rules.min_holdout_rows}); no training is decided "
+            "until its rows arrive"
+        )
+    else:
+        reason = (
+            f"deferred: the window {first} .. {last} holds {holdout} holdout rows of {customer} "
+            f"(needs >= {rules.min_holdout_rows}) and {train}+ training rows (needs >= "
+            f"{rules.min_train_rows}); its newest day with rows is {newest}"
+        )
+    details: dict[str, Any] = {
+        "no_data_since": newest.isoformat() if newest else None,
+        "published_up_to": last.isoformat(),
+    }
+    return Outcome("skip", NO_DATA, reason, details=details)
 
 
 def _first_training(customer: str, settings: PolicySettings, published: Published) -> Outcome:

@@ -296,6 +296,18 @@ MIGRATIONS: list[str] = [
     CREATE INDEX champion_moves_customer ON champion_moves (customer, id DESC);
     CREATE INDEX gate_results_customer ON gate_results (customer, gate, id DESC);
     """,
+    # 10: customers the retraining policy does not schedule because their data stopped
+    # (issue 31): since when no rows of theirs arrived, until their rows arrive again.
+    """
+    CREATE TABLE retraining_deferrals (
+        customer            text PRIMARY KEY,
+        reason              text NOT NULL,
+        no_data_since       date,
+        published_up_to     date NOT NULL,
+        first_deferred_at   timestamptz NOT NULL DEFAULT clock_timestamp(),
+        last_deferred_at    timestamptz NOT NULL DEFAULT clock_timestamp()
+    );
+    """,
 ]
 
 _LOCK_ID = 7_231_001  # pg_advisory_xact_lock key: one migrator at a time

@@ -8,6 +8,7 @@ from retrain_assets.cli import main
 from retrain_assets.features.parquet_store import PartitionStorage
 from retrain_assets.gpu.protocol import JobStatus
 from retrain_assets.machines import advance, history, pointer
+from retrain_assets.machines.backoff import Backoff
 from retrain_assets.machines.repoint import UnknownState
 from retrain_assets.machines.training import start_training, training_machine
 from retrain_assets.models.resources import training_services
@@ -45,9 +46,9 @@ def failed_download(db) -> None:
     advance(db, training_machine(), "acme", training_services(db, GPU, storage_root()))
     GPU.set_status("job-1", JobStatus.SUCCEEDED)
     GPU.download_errors = [ConnectionError("reset by peer")] * 5
-    advance(
-        db, training_machine(), "acme", training_services(db, GPU, storage_root(), fetching=True)
-    )
+    at_once = training_machine(retry_backoff=Backoff(0, 0, 0))  # each retry due at once
+    for _ in range(5):  # five downloads, each its own advance
+        advance(db, at_once, "acme", training_services(db, GPU, storage_root(), fetching=True))
     assert pointer(db, "training", "acme").state == "FAILED"
 
 

@@ -1,0 +1,118 @@
+"""A customer whose data stopped (issue 31): visible, deferred with since when, not scheduled."""
+
+import datetime as dt
+
+import dagster as dg
+import pytest
+
+from retrain_assets.automation.retraining_policy import retraining_policy
+from retrain_assets.customers import CUSTOMERS
+from retrain_assets.features.parquet_store import PartitionStorage
+from retrain_assets.policy.decisions import Decision, list_decisions, record_decision
+from retrain_assets.policy.deferrals import (
+    clear_deferrals,
+    deferral_lines,
+    deferrals,
+    record_deferral,
+)
+from retrain_assets.policy.drift import DriftMeasure
+from retrain_assets.policy.history import choose_window
+from retrain_assets.policy.rule import policy_outcome
+from retrain_assets.policy.thresholds import DEFAULTS, PolicySettings, set_settings
+from retrain_assets.store.resource import ProjectDatabase
+from retrain_assets.store.snapshots import latest_snapshots
+from retrain_assets_tests.policy.days import day
+
+SETTINGS = PolicySettings(min_new_rows=500, min_history_days=20, drift_recent_days=3)
+
+
+def no_drift(last: Decision, recent: list[dt.date]) -> DriftMeasure:
+    return DriftMeasure(0.1, "price", recent[0], recent[-1])
+
+
+def trained_through(db: str, last: int, customer: str = "acme") -> Decision:
+    ref = choose_window(latest_snapshots(db), DEFAULTS.window_days)
+    assert ref.last_day == day(last)
+    return record_decision(db, customer, "manual", "test", ref, "test", dagster_run_id="r1")
+
+
+def decide(db, last, now, customer="acme"):
+    return policy_outcome(customer, SETTINGS, latest_snapshots(db), last, None, None, now, no_drift)
+
+
+def test_a_customer_whose_files_stopped_is_deferred_not_scheduled(db, publish):
+    publish(0, 39, {"acme": 100, "bolt": 100})
+    last = trained_through(db, 39)
+    publish(40, 42, {"acme": 100, "bolt": 100})  # three new days of acme's, then it stops
+    publish(43, 59, {"bolt": 100})  # the others go on
+    late = last.decided_at + dt.timedelta(days=SETTINGS.schedule_days, minutes=1)
+    outcome = decide(db, last, late)  # the schedule would be due: 3 new days of acme's
+    assert (outcome.action, outcome.kind) == ("skip", "no data")
+    assert outcome.reason == (
+        f"deferred: no data from acme since {day(42)} (its newest day with rows; published up "
+        f"to {day(59)}): the window {day(0)} .. {day(59)} would hold 0 holdout rows of it "
+        "(needs >= 7); no training is decided until its rows arrive"
+    )
+    assert outcome.details == {
+        "no_data_since": day(42).isoformat(),
+        "published_up_to": day(59).isoformat(),
+    }
+    assert decide(db, last, late, customer="bolt").action == "decide"  # the others still train
+
+
+def test_a_first_training_on_a_window_without_the_customers_rows_is_deferred(db, publish):
+    publish(0, 29, {"acme": 100, "bolt": 100})
+    publish(30, 40, {"bolt": 100})
+    now = dt.datetime.now(dt.UTC)
+    first = policy_outcome("acme", SETTINGS, latest_snapshots(db), None, None, None, now, no_drift)
+    assert first.kind == "no data" and f"no data from acme since {day(29)}" in first.reason
+
+
+def test_the_deferral_is_recorded_shown_and_cleared_when_rows_arrive(db):
+    record_deferral(db, "acme", "deferred: no data from acme since 2026-02-12", day(42), day(59))
+    record_deferral(db, "acme", "deferred: no data from acme since 2026-02-12", day(42), day(60))
+    [kept] = deferrals(db)
+    assert (kept.no_data_since, kept.published_up_to) == (day(42), day(60))
+    assert kept.first_deferred_at <= kept.last_deferred_at
+    [line] = deferral_lines(db, "acme")
+    assert line.startswith("acme                 policy    deferred since ")
+    assert line.endswith(": deferred: no data from acme since 2026-02-12")
+    assert clear_deferrals(db, ["acme", "bolt"]) == 1
+    assert deferrals(db) == []
+
+
+@pytest.fixture
+def instance(dagster_instance: dg.DagsterInstance) -> dg.DagsterInstance:
+    dagster_instance.add_dynamic_partitions(CUSTOMERS.name, ["acme", "bolt"])
+    return dagster_instance
+
+
+def tick(instance, db, tmp_path) -> dg.SensorResult:
+    resources = {
+        "project_db": ProjectDatabase(url=db),
+        "partition_storage": PartitionStorage(base_url=str(tmp_path / "storage")),
+    }
+    return retraining_policy(dg.build_sensor_context(instance=instance, resources=resources))
+
+
+def test_the_sensor_records_the_deferral_and_drops_it_once_rows_arrive(
+    db, publish, instance, tmp_path
+):
+    for name in ("acme", "bolt"):
+        set_settings(db, name, {"min_history_days": 20}, "test")
+    publish(0, 29, {"acme": 100, "bolt": 100})
+    publish(30, 40, {"bolt": 100})
+    result = tick(instance, db, tmp_path)
+    [request] = result.run_requests  # bolt trains; acme does not
+    assert request.partition_key == "bolt"
+    [deferred] = deferrals(db)
+    assert (deferred.customer, deferred.no_data_since, deferred.published_up_to) == (
+        "acme",
+        day(29),
+        day(40),
+    )
+    assert [d.customer for d in list_decisions(db)] == ["bolt"]
+    publish(41, 50, {"acme": 100, "bolt": 100})  # acme's files arrive again
+    tick(instance, db, tmp_path)
+    assert deferrals(db) == []
+    assert "acme" in [d.customer for d in list_decisions(db)]
