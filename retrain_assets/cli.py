@@ -208,6 +208,15 @@ def _rollback(args: argparse.Namespace) -> int:
     return 0
 
 
+def _token(args: argparse.Namespace) -> int:
+    from retrain_assets.runtime.token_files import current_token
+
+    token, source = current_token(args.service)
+    print(token)
+    print(f"(from {source})", file=sys.stderr)
+    return 0
+
+
 def _who() -> str:
     """Return who runs a command, for the records (`$USER`, else the command)."""
     return os.environ.get("USER") or os.environ.get("USERNAME") or "retrain-assets CLI"
@@ -306,6 +315,12 @@ _DESCRIPTIONS = {
     "serve": "Run the prediction service: each customer's champion and canary as serving_routes "
     "says, on the Open Inference Protocol (v2) paths and a JSON route, every prediction logged; "
     "SIGTERM drains its log and exits 0 (docs/serving.md).",
+    "token": "Print the bearer token of the prediction service (`serve`) or the GPU service "
+    "(`gpu`): $RETRAIN_SERVE_TOKEN / $RETRAIN_GPU_TOKEN when set, else the file `up` wrote under "
+    "$RETRAIN_HOME/tokens (owner only; random per start), else the development default. The "
+    "token alone goes to stdout, where it came from to stderr, so "
+    '`curl -H "Authorization: Bearer $(retrain-assets token serve)" ...` works from a second '
+    "terminal.",
     "reset": "Move a customer's training machine to a state of its table (run key and job kept, "
     "budgets afresh); refuses an unknown state, a customer without a training run or with a "
     "Dagster run queued or in progress (exit 2). Recorded in machine_history with who (--by, "
@@ -591,6 +606,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_serve_arguments(serve)
     serve.set_defaults(handler=run_serve)
+    token = sub.add_parser(
+        "token",
+        description=_DESCRIPTIONS["token"],
+        help="print the prediction (serve) or GPU (gpu) service's bearer token",
+    )
+    token.add_argument("service", choices=["serve", "gpu"], help="whose token")
+    token.set_defaults(handler=_token)
     reset = sub.add_parser(
         "reset",
         description=_DESCRIPTIONS["reset"],

@@ -26,6 +26,7 @@ from retrain_assets.runtime.lock import HomeInUse, lock_home
 from retrain_assets.runtime.ports import LOOPBACK, PortNeed, busy_port_messages
 from retrain_assets.runtime.signals import StopRequests
 from retrain_assets.runtime.supervisor import ChildFailed, ChildSpec, Supervisor
+from retrain_assets.runtime.token_files import tokens_folder, write_token_files
 from retrain_assets.settings import (
     database_name,
     gpu_allow_faults,
@@ -201,6 +202,8 @@ def _print_ready(server: PostgresServer) -> None:
         f"  GPU service   {_gpu_service_line()}\n"
         f"  MLflow        {_mlflow_line()}\n"
         f"  Predictions   http://{LOOPBACK}:{serve_port()}\n"
+        f"  tokens        {tokens_folder()}/serve and /gpu (owner only; "
+        "retrain-assets token serve)\n"
         f"  RETRAIN_HOME  {home}\n"
         f"  logs          {home / 'logs'}/<process>.log\n"
         "Ctrl-C stops everything.\n",
@@ -221,6 +224,7 @@ def _start_and_watch(
     demo_on = start_demo(demo and not stop.requested, server.database_url("app"), _say)
     # once: every child gets the same GPU token
     env = demo_environment(child_environment(server, folders), demo_on)
+    write_token_files(env)
     _say_remote_gpu()
     _say_remote_mlflow()
     children = platform_children(workspace, server.database_url("mlflow"))

@@ -41,16 +41,22 @@ def publish(
     days: int = DAYS,
     drop: tuple[str, str] | None = None,
     db_url: str | None = None,
+    others: tuple[TenantSpec, ...] = (),
 ) -> tuple[Publication, pd.DataFrame]:
     """Write the feature days ending at `latest` (the asset's code); return the publication.
 
-    With `db_url` the days are also recorded in `feature_snapshots`, as the asset does.
-    Returns the publication and the features written.
+    `others` are published in the same days (a day's file holds every customer). With `db_url`
+    the days are also recorded in `feature_snapshots`, as the asset does. Returns the
+    publication and the features written.
     """
     dates = [latest - dt.timedelta(days=back) for back in range(days - 1, -1, -1)]
-    sales = simulated_sales(spec, dates, drop)
+    sales = pd.concat(
+        [simulated_sales(spec, dates, drop), *(simulated_sales(o, dates) for o in others)],
+        ignore_index=True,
+    )
     keys = [day.isoformat() for day in dates]
-    records, _ = write_feature_days(sales, keys, {spec.name: spec.country}, store, "test", None)
+    countries = {s.name: s.country for s in (spec, *others)}
+    records, _ = write_feature_days(sales, keys, countries, store, "test", None)
     if db_url is not None:
         publish_snapshots(db_url, records)
     versions = tuple(sorted((r.partition_date, r.data_version) for r in records))

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import select
 import socket
+import subprocess
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -17,6 +20,7 @@ from retrain_assets.demo.tenants import TenantSpec
 from retrain_assets.features.parquet_store import ParquetPartitionStore
 from retrain_assets.features.training_export import MODEL_FEATURES
 from retrain_assets.registry.mlflow_registry import MlflowRegistry
+from retrain_assets.runtime.token_files import write_token_files
 from retrain_assets.serving.history import Publication
 from retrain_assets.serving.routing import bucket
 from retrain_assets.store.database import transaction
@@ -40,6 +44,7 @@ STEADY, MOVING, BROKEN, NO_CHAMPION = (
 )
 KEYED_SPEC = TenantSpec(STEADY, "US", stores=2, items=6, seed=5)  # STEADY's published history
 DROPPED = ("S002", "I0003")  # a store and an item it has, never sold together
+README_SPEC = TenantSpec("northwind-us", "US", stores=2, items=3, seed=11)  # README's customer
 
 
 @pytest.fixture(scope="module")
@@ -73,6 +78,8 @@ def boosters(mlflow_uri: str) -> dict[tuple[str, str], object]:
             made[(customer, register(registry, customer, booster))] = booster
     broken = train(1.0, 0.0, ("weather",))
     made[(BROKEN, register(registry, BROKEN, broken))] = broken
+    readme = train(1.0, 0.0)
+    made[(README_SPEC.name, register(registry, README_SPEC.name, readme))] = readme
     return made
 
 
@@ -113,7 +120,11 @@ def published(module_db, tmp_path_factory) -> tuple[str, Publication, pd.DataFra
     """STEADY's published feature days (the asset's code) and their `feature_snapshots` rows."""
     storage = str(tmp_path_factory.mktemp("storage"))
     publication, written = publish(
-        ParquetPartitionStore(storage), KEYED_SPEC, drop=DROPPED, db_url=module_db
+        ParquetPartitionStore(storage),
+        KEYED_SPEC,
+        drop=DROPPED,
+        db_url=module_db,
+        others=(README_SPEC,),
     )
     return storage, publication, written
 
@@ -431,8 +442,9 @@ def test_sigkill_then_restart_loses_nothing_acknowledged_and_serves_the_same(
 
 
 def day_rows(written: pd.DataFrame, day) -> pd.DataFrame:
-    """Return the published rows of one day, sorted as the service's answers are."""
-    return written[written["date"] == pd.Timestamp(day)].reset_index(drop=True)
+    """Return STEADY's published rows of one day."""
+    mine = (written["date"] == pd.Timestamp(day)) & (written["customer"] == STEADY)
+    return written[mine].reset_index(drop=True)
 
 
 def served_versions(service: ServingProcess, customer: str, version: str) -> None:
@@ -520,6 +532,7 @@ def test_tritonclient_with_its_defaults_and_with_json(service, boosters, publish
     }
     expected_rows = latest[MODEL_FEATURES].assign(price=price.astype(np.float64))
     expected = boosters[(STEADY, "1")].predict(expected_rows)
+
     def auth() -> dict[str, str]:  # a fresh dict a call: infer() adds its header to the one given
         return {"Authorization": f"Bearer {TOKEN}"}
 
@@ -694,3 +707,45 @@ def test_a_plain_client_gets_the_published_v2_json_shapes(service, published):
     refused = service.call("POST", f"/v2/models/{STEADY}/infer", json={"inputs": []})
     assert refused.status_code == 422
     jsonschema.validate(refused.json(), ERROR)
+
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+README_MARKER = "Ask for a forecast by store, item and day"
+
+
+def readme_example() -> str:
+    """Return the shell block that follows the README's forecast sentence, as written."""
+    text = README.read_text()
+    after = text[text.index(README_MARKER) :]
+    start = after.index("```\n") + 4
+    return after[start : after.index("```", start)]
+
+
+def test_the_readme_example_works_verbatim_from_a_second_terminal(
+    service, boosters, published, tmp_path
+):
+    _, publication, _ = published
+    version = next(v for (c, v) in boosters if c == README_SPEC.name)
+    served_versions(service, README_SPEC.name, version)
+    home = tmp_path / "home"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RETRAIN_", "MLFLOW_"))}
+    env |= {"RETRAIN_SERVE_TOKEN": TOKEN, "RETRAIN_GPU_TOKEN": "gpu", "RETRAIN_HOME": str(home)}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("RETRAIN_HOME", str(home))
+        write_token_files(env)  # what `up` does
+    # a second terminal: no token in its environment, `up`'s home and port
+    del env["RETRAIN_SERVE_TOKEN"], env["RETRAIN_GPU_TOKEN"]
+    env |= {"RETRAIN_SERVE_PORT": str(service.port)}
+    done = subprocess.run(
+        ["bash", "-c", readme_example()],
+        cwd=README.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=patience(60),
+    )
+    assert done.returncode == 0, done.stderr
+    (row,) = json.loads(done.stdout)["predictions"]
+    next_day = publication.latest + dt.timedelta(days=1)
+    assert row["request_key"] == f"S001/I0001/{next_day}" and row["prediction"] is not None
+    assert row["model_version"] == version and row["defaulted"] == ["price", "on_promo"]
