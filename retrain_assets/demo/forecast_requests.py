@@ -1,10 +1,13 @@
 """The demo's customers asking for tomorrow's forecasts, before tomorrow's sales land.
 
 A retailer orders stock from a forecast for the next day; the sales that land the day after
-are what the forecast is judged on. For a demo tenant the next day's prices and promotions are
-known in advance (the simulator plans them), and its history is what the simulator landed, so
-the request's features are computed exactly as `store_day_features` will compute them for that
-day, from the same code, without the day's units sold.
+are what the forecast is judged on. It asks as a retailer can: store, item, day, and the price
+and promotion it plans (the simulator plans them for a demo tenant), `key_rows`; the
+prediction service computes the features from the published history.
+
+`request_rows` gives the same rows with every feature computed here, from the simulated
+history with the `store_day_features` code: the tests that drive a service without a published
+history (the rollout and chaos suites) send those.
 """
 
 from __future__ import annotations
@@ -22,6 +25,27 @@ from retrain_assets.demo.simulate import simulate_day
 from retrain_assets.demo.tenants import TenantSpec
 from retrain_assets.features.feature_math import LAGS, store_day_features
 from retrain_assets.features.training_export import MODEL_FEATURES
+
+
+def key_rows(spec: TenantSpec, day: dt.date) -> list[dict[str, Any]]:
+    """Return one request row per store and item of `spec` for `day`: the key and covariates."""
+    planned = simulate_day(spec, day)
+    return [
+        {
+            "store_id": str(store),
+            "item_id": str(item),
+            "date": day.isoformat(),
+            "price": float(price),
+            "on_promo": bool(promo),
+        }
+        for store, item, price, promo in zip(
+            planned["store_id"],
+            planned["item_id"],
+            planned["price"],
+            planned["on_promo"],
+            strict=True,
+        )
+    ]
 
 
 def request_rows(spec: TenantSpec, day: dt.date) -> list[dict[str, Any]]:
@@ -76,13 +100,16 @@ def forecast_asker(client: ForecastClient, say: Callable[[str], None]) -> Before
 
     def ask(spec: TenantSpec, day: dt.date) -> None:
         try:
-            answer = client.forecast(spec.name, request_rows(spec, day))
+            answer = client.forecast(spec.name, key_rows(spec, day))
         except requests.RequestException as err:
             say(f"{spec.name} {day}: the prediction service did not answer: {err}")
             return
         if answer.ok:
             waiting.discard(spec.name)
-            say(f"{spec.name} {day}: {len(answer.json().get('predictions', []))} forecasts")
+            rows = answer.json().get("predictions", [])
+            unanswered = sum(1 for row in rows if row.get("reason"))
+            more = f" ({unanswered} without history)" if unanswered else ""
+            say(f"{spec.name} {day}: {len(rows) - unanswered} forecasts{more}")
         elif answer.status_code in (404, 409):
             if spec.name not in waiting:
                 say(f"{spec.name}: no forecasts yet ({answer.status_code}: {_reason(answer)})")

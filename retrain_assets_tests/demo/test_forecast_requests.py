@@ -3,7 +3,7 @@ import datetime as dt
 import numpy as np
 import pandas as pd
 
-from retrain_assets.demo.forecast_requests import request_rows
+from retrain_assets.demo.forecast_requests import key_rows, request_rows
 from retrain_assets.demo.simulate import land_tenant
 from retrain_assets.demo.tenants import TenantSpec
 from retrain_assets.features.feature_math import store_day_features
@@ -34,3 +34,19 @@ def test_request_features_equal_what_the_pipeline_computes_from_the_landed_files
         np.testing.assert_allclose(
             got[name].astype(float), want[name].astype(float), equal_nan=True, err_msg=name
         )
+
+
+def test_the_demo_asks_by_key_with_the_price_and_promotion_it_plans(tmp_path):
+    day = dt.date(2026, 2, 10)
+    land_tenant(str(tmp_path), SPEC, [day])
+    landed = read_landing_day(str(tmp_path), SPEC.name, day).accepted
+
+    rows = key_rows(SPEC, day)
+
+    assert {tuple(row) for row in rows} == {("store_id", "item_id", "date", "price", "on_promo")}
+    got = pd.DataFrame(rows).sort_values(["store_id", "item_id"]).reset_index(drop=True)
+    want = landed.sort_values(["store_id", "item_id"]).reset_index(drop=True)
+    assert list(got["item_id"]) == list(want["item_id"].astype(str))
+    assert got["price"].tolist() == want["price"].astype(float).tolist()
+    assert got["on_promo"].tolist() == want["on_promo"].astype(bool).tolist()
+    assert set(got["date"]) == {"2026-02-10"}
