@@ -13,8 +13,9 @@ empty"). The same rule answers twice:
 Enough evidence: at least `min_train_rows` rows in the training part, at least
 `min_holdout_rows` in the holdout, and every store that has training rows has at least
 `min_holdout_rows_per_store` rows in the holdout (a model is judged for the stores it serves;
-a holdout of one store cannot speak for the others). The minimums are settings
-(RETRAIN_EVIDENCE_MIN_*).
+a holdout of one store cannot speak for the others). The minimums are settings:
+RETRAIN_EVIDENCE_MIN_TRAIN_ROWS, RETRAIN_EVIDENCE_MIN_HOLDOUT_ROWS and
+RETRAIN_EVIDENCE_MIN_HOLDOUT_ROWS_PER_STORE.
 """
 
 from __future__ import annotations
@@ -225,14 +226,19 @@ def newest_day_with_rows(rows_per_day: Mapping[dt.date, int]) -> dt.date | None:
 def latest_judgeable_window(
     rows_per_day: Mapping[dt.date, int], length_days: int, holdout_days: int, rules: EvidenceRules
 ) -> tuple[dt.date, dt.date] | None:
-    """Return the latest window of `length_days` ending on a day with rows that holds enough rows.
+    """Return the latest window that could be judged: ending on a day with rows, holding enough.
 
-    Judged on the customer's row counts per published day (`feature_snapshots`), so per-store
-    counts are not checked here; None when no such window exists.
+    `rows_per_day` holds every published day (zero for a day without the customer's rows); a
+    window is at most `length_days` long and only of published days, as a launch needs.
+    Judged on the customer's row counts per day (`feature_snapshots`), so per-store counts are
+    not checked here; None when no such window exists.
     """
     days = sorted(day for day, n in rows_per_day.items() if n > 0)
+    one = dt.timedelta(days=1)
     for last in reversed(days):
-        first = last - dt.timedelta(days=length_days - 1)
+        first = last
+        while (last - first).days + 1 < length_days and first - one in rows_per_day:
+            first -= one
         start = last - dt.timedelta(days=holdout_days - 1)
         train = sum(n for day, n in rows_per_day.items() if first <= day < start)
         holdout = sum(n for day, n in rows_per_day.items() if start <= day <= last)

@@ -264,7 +264,7 @@ def training_machine(
             for the candidate run, its gate and its registration.
         handoff_attempts: candidate runs requested per run before it ends FAILED.
         retry_backoff: the wait before each retry of SUBMIT_JOB, DOWNLOAD_SAVE and a candidate
-            run (default: `Backoff.from_settings()`, RETRAIN_RETRY_*).
+            run (default: `Backoff.from_settings()`, the RETRAIN_RETRY_FIRST_SECONDS family).
         outage_limit: seconds a run waits on an unreachable service before it ends FAILED
             (default: RETRAIN_GPU_OUTAGE_LIMIT_SECONDS).
     """

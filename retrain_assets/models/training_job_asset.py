@@ -45,6 +45,7 @@ from retrain_assets.machines.training import JOB_ID, start_training, training_ma
 from retrain_assets.models.resources import GpuServiceResource, training_services
 from retrain_assets.models.run_key import code_commit, run_key
 from retrain_assets.policy.run_decision import claim_for_run, manual_decision, policy_window
+from retrain_assets.policy.thresholds import settings_for
 from retrain_assets.store.resource import ProjectDatabase
 from retrain_assets.store.snapshot_ref import SnapshotRef, resolve_snapshot
 from retrain_assets.store.snapshots import latest_snapshots
@@ -126,11 +127,15 @@ def judge_snapshot(
         return evidence
     published = latest_snapshots(db_url)
     per_day = {day: r.rows_per_customer.get(customer, 0) for day, r in published.items()}
-    length = (ref.last_day - ref.first_day).days + 1
-    found = latest_judgeable_window(per_day, max(length, holdout_days + 1), holdout_days, rules)
+    # as long as the window asked for, or the policy's window if that is longer (a window
+    # too short to judge asks for a longer one)
+    length = max(
+        (ref.last_day - ref.first_day).days + 1, settings_for(db_url, customer).window_days
+    )
+    found = latest_judgeable_window(per_day, length, holdout_days, rules)
     if found is None:
         latest = (
-            f"; no published window of {max(length, holdout_days + 1)} days holds enough of "
+            f"; no published window of up to {length} days holds enough of "
             f"{customer}'s rows ({sum(per_day.values())} published in all)"
         )
     else:

@@ -73,7 +73,7 @@ def policy_outcome(
 
     `window`: the snapshot a decision would name now (`choose_window` for the customer's
     window_days; the caller may pass the one it computed for every customer with those days);
-    `rules`: the evidence minimums (default: RETRAIN_EVIDENCE_MIN_*).
+    `rules`: the evidence minimums (default: `EvidenceRules.from_settings()`).
     """
     if busy:
         return Outcome("skip", "busy", f"busy ({busy}): no new decision until it finishes")

@@ -11,9 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from retrain_assets.features.evidence import HOLDOUT_DAYS  # a window must be longer than it
 from retrain_assets.store.database import transaction
-
-HOLDOUT_DAYS = 7  # training_job's default holdout; a window must be longer than it
 
 
 class InvalidSetting(ValueError):

@@ -77,10 +77,12 @@ def test_a_holdout_with_rows_for_only_one_store():
 
 def test_the_latest_judgeable_window_ends_where_the_rows_do():
     per_day = {D + dt.timedelta(days=i): (8 if i < 20 else 0) for i in range(30)}
-    assert latest_judgeable_window(per_day, 30, 7, RULES) == (
-        D + dt.timedelta(days=19) - dt.timedelta(days=29),
+    assert latest_judgeable_window(per_day, 30, 7, RULES) == (D, D + dt.timedelta(days=19))
+    assert latest_judgeable_window(per_day, 12, 7, RULES) == (
+        D + dt.timedelta(days=8),
         D + dt.timedelta(days=19),
     )
+    assert latest_judgeable_window(per_day, 10, 7, RULES) is None  # 24 training rows, not 28
     assert latest_judgeable_window({D: 3}, 30, 7, RULES) is None
 
 

@@ -18,7 +18,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, HTTPException, Response
+from fastapi import Body, Depends, FastAPI, HTTPException, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
@@ -30,6 +30,7 @@ from retrain_assets.gpu.service.config import (
     default_data_dir,
     service_token,
 )
+from retrain_assets.gpu.service.faults import OUTAGE_PATH, InjectedOutage, OutageWindow
 from retrain_assets.gpu.service.http_errors import (
     DATABASE_ERRORS,
     database_unavailable,
@@ -103,6 +104,8 @@ def create_app(
     app.include_router(
         build_router(store, scheduler, allow_faults), dependencies=[Depends(require_token(token))]
     )
+    if allow_faults:
+        _install_outage_fault(app, token)
 
     @app.get(
         "/healthz",
@@ -125,6 +128,18 @@ def create_app(
         }
 
     return app
+
+
+def _install_outage_fault(app: FastAPI, token: str) -> None:
+    """Add `POST /faults/outage` and the middleware it drives (a service with allow_faults)."""
+    window = OutageWindow()
+    app.add_middleware(InjectedOutage, window=window)
+
+    @app.post(OUTAGE_PATH, tags=["faults"], dependencies=[Depends(require_token(token))])
+    def start_outage(seconds: float = Body(..., gt=0, le=3600, embed=True)) -> dict[str, Any]:
+        """Make every call but /healthz answer 503 for `seconds` (tests of the outage path)."""
+        window.start(seconds)
+        return {"outage_seconds": seconds}
 
 
 class LostOwnership(Exception):

@@ -2,15 +2,19 @@
 
 Only a service started with `allow_faults` accepts specs that carry faults, and a fault fires
 only on the attempts it lists: a resubmission (the next attempt) then runs clean and shows
-that training resumed from the checkpoint instead of starting over.
+that training resumed from the checkpoint instead of starting over. Such a service also takes
+`POST /faults/outage {"seconds": N}`: every call but /healthz answers 503 for N seconds.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import time
 from dataclasses import dataclass
+
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from retrain_assets.gpu.service.schemas import Faults
 
@@ -49,3 +53,55 @@ class FaultPlan:
         """Run after round `round_no`: slow the training down if asked to."""
         if self.slow_seconds_per_round:
             time.sleep(self.slow_seconds_per_round)
+
+
+OUTAGE_PATH = "/faults/outage"
+_OUTAGE_EXEMPT = frozenset({"/healthz", OUTAGE_PATH})
+
+
+class OutageWindow:
+    """When an injected outage ends (`POST /faults/outage` sets it, `InjectedOutage` reads it)."""
+
+    def __init__(self) -> None:
+        self.until = 0.0  # time.monotonic() the outage ends at
+
+    def start(self, seconds: float) -> None:
+        """Answer 503 to every call (but /healthz and this fault's own) for `seconds`."""
+        self.until = time.monotonic() + seconds
+        log.warning("injected outage: every call answers 503 for %.1f s", seconds)
+
+    def left(self) -> float:
+        """Return the seconds the outage still lasts (<= 0: none)."""
+        return self.until - time.monotonic()
+
+
+class InjectedOutage:
+    """A service-wide outage a test asks for: every call but /healthz answers 503 for a while.
+
+    The platform's client sees what it sees when the service's database is away (503 after
+    its retries), so the training machine's outage handling runs against the real service.
+    Only a service started with `allow_faults` installs it (`app.create_app`).
+    """
+
+    def __init__(self, app: ASGIApp, window: OutageWindow) -> None:
+        self.app = app
+        self.window = window
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Answer 503 during the outage; pass everything through otherwise."""
+        left = self.window.left()
+        if scope["type"] != "http" or left <= 0 or scope["path"] in _OUTAGE_EXEMPT:
+            await self.app(scope, receive, send)
+            return
+        body = json.dumps({"detail": f"injected outage: unavailable for {left:.1f} s"}).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 503,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
