@@ -192,6 +192,7 @@ class HistoryCache:
         self.country = country
         self.max_bytes = max_bytes
         self.publication: Publication | None = None
+        self.read_once = False  # whether `published` was ever called (the first read done)
         self._tables: OrderedDict[str, CustomerFeatures] = OrderedDict()
         self._lock = threading.Lock()
         self._building: dict[str, threading.Lock] = {}
@@ -202,6 +203,7 @@ class HistoryCache:
         """Take the latest publication; return the customers held whose tables are now stale."""
         with self._lock:
             self.publication = publication
+            self.read_once = True
             return [c for c, t in reversed(self._tables.items()) if t.publication != publication]
 
     def get(self, customer: str) -> CustomerFeatures:
@@ -217,6 +219,8 @@ class HistoryCache:
                 self._tables.move_to_end(customer)
                 return table
             builder = self._building.setdefault(customer, threading.Lock())
+        if not self.read_once:
+            raise HistoryUnavailable("feature_snapshots has not been read yet; try again shortly")
         if publication is None:
             raise HistoryUnavailable("no day of store_day_features has been published yet")
         with builder:  # one build per customer at a time; the others wait for it
@@ -285,7 +289,7 @@ class PublicationWatcher:
         except psycopg2.Error:
             self._close()
             raise
-        if publication != self.cache.publication:
+        if publication != self.cache.publication or not self.cache.read_once:
             stale = self.cache.published(publication)
             if publication is not None:
                 log.info(

@@ -137,6 +137,9 @@ def test_tables_past_the_bound_are_dropped_least_recently_used_first_and_rebuilt
         return history(SPEC.name, pub)  # every customer reads the same rows
 
     cache = HistoryCache(read, lambda _: "US", max_bytes=int(table.nbytes * 2.5))
+    with pytest.raises(HistoryUnavailable, match="has not been read yet"):
+        cache.get("a")
+    cache.published(None)
     with pytest.raises(HistoryUnavailable, match="no day of store_day_features"):
         cache.get("a")
     cache.published(publication)
