@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import dagster as dg
 
@@ -130,17 +131,40 @@ def _candidate_runs(
 
 
 def failure_of(instance: dg.DagsterInstance, run_id: str) -> str | None:
-    """Return the first line of a failed run's first step failure (or run failure), if any."""
+    """Return the first line of a failed run's first step failure (or run failure), if any.
+
+    The line is the asset's own error, not Dagster's wrapper around it ("Error occurred while
+    executing op ..."): the step's errors name what was being done (`models/handoff_errors`).
+    """
     for kind in (dg.DagsterEventType.STEP_FAILURE, dg.DagsterEventType.RUN_FAILURE):
         records = instance.get_records_for_run(run_id, of_type=kind, limit=1).records
         for record in records:
             event = record.event_log_entry.dagster_event
             data = getattr(event, "event_specific_data", None) if event else None
-            error = getattr(data, "error", None)
+            error = _unwrapped(getattr(data, "error", None))
             text = error.message if error is not None else (event.message if event else None)
             if text:
-                return text.strip().splitlines()[0][:_FAILURE_TEXT]
+                return _short_class(text.strip().splitlines()[0], error)[:_FAILURE_TEXT]
     return None
+
+
+_WRAPPERS = frozenset({"DagsterExecutionStepExecutionError", "DagsterUserCodeExecutionError"})
+
+
+def _unwrapped(error: Any) -> Any:
+    """Return the user code's error inside Dagster's step-execution wrapper, if wrapped."""
+    while error is not None and error.cls_name in _WRAPPERS and error.cause is not None:
+        error = error.cause
+    return error
+
+
+def _short_class(line: str, error: Any) -> str:
+    """Drop the module path before the error's class name ('a.b.Error: x' -> 'Error: x')."""
+    name = getattr(error, "cls_name", None)
+    head, sep, rest = line.partition(": ")
+    if name and sep and head.endswith(f".{name}"):
+        return f"{name}: {rest}"
+    return line
 
 
 def latest_verdicts(db_url: str, run_keys: Iterable[str]) -> dict[str, RecordedVerdict]:

@@ -51,6 +51,11 @@ def test_a_candidate_run_that_fails_after_the_download_is_requested_again_and_ga
         "registration was recorded: "
     )
     assert f"; candidate-{key}-2 (attempt 2 of 3) to be requested at " in note
+    # the failure names its step, customer, run key and window, not only the library's words
+    assert (
+        "recording the candidate in MLflow (forecast plot on the holdout) for alpha-us, run key "
+        f"{key}, snapshot 2025-01-01 .. 2025-02-19: "
+    ) in note
     [second] = tick(instance).run_requests  # a tick evaluated again asks for the same attempt
     assert second.run_key == f"candidate-{key}-2"
 
