@@ -2,6 +2,7 @@ from collections.abc import Iterator
 
 import dagster as dg
 import pytest
+from playwright.sync_api import Browser, sync_playwright
 from xdist.workermanage import WorkerController
 
 from retrain_assets.store.server import (
@@ -21,6 +22,7 @@ from retrain_assets_tests.support.databases import (
 from retrain_assets_tests.support.mlflow_server import running_mlflow
 from retrain_assets_tests.support.platform import RunningPlatform, running_platform
 from retrain_assets_tests.support.worker_groups import assign_groups, check_groups_reached_xdist
+from retrain_assets_tests.ui.browser import Journey, journey_on, launch_chromium
 
 SHARED_PLATFORM_ENV = {
     "RETRAIN_POLL_INTERVAL_SECONDS": "2",
@@ -139,3 +141,38 @@ def shared_platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runnin
     with running_platform(home, env=SHARED_PLATFORM_ENV, args=("--no-demo",)) as platform:
         yield platform
         assert platform.stop() == 0, platform.output.read_text()  # SIGTERM: a clean stop
+
+
+SEEN_COMMUNITY_NOTE = "mutation { setNuxSeen }"
+
+
+@pytest.fixture(scope="session")
+def chromium() -> Iterator[Browser]:
+    """Debian's Chromium, headless, for every browser test of the session (any folder)."""
+    with sync_playwright() as playwright:
+        browser = launch_chromium(playwright)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+@pytest.fixture(scope="session")
+def ui_platform(shared_platform: RunningPlatform) -> RunningPlatform:
+    """The shared platform, its UI told that the community sign-up note was seen.
+
+    Dagster's UI opens that note over any page a second after it loads when the webserver
+    runs on localhost; a person dismisses it once and so does this fixture (the same call
+    as its Skip button), so no journey's clicks land on it.
+    """
+    assert shared_platform.graphql(SEEN_COMMUNITY_NOTE)["setNuxSeen"] is True
+    return shared_platform
+
+
+@pytest.fixture
+def journey(
+    chromium: Browser, ui_platform: RunningPlatform, request: pytest.FixtureRequest
+) -> Iterator[Journey]:
+    """A fresh browser page on the shared platform's UI and this test's screenshots folder."""
+    with journey_on(chromium, ui_platform.port, request.node.name) as page:
+        yield page

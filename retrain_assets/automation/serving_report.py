@@ -6,12 +6,18 @@ queries, `models/freshness.py`), then reports only what changed since the last r
 - a champion move not yet shown becomes a materialization of `deployed_model` for that
   customer (the version serving, since when, the decision and rollout behind it), so the
   Partitions tab says what serves, whoever moved the champion (a promotion, a first deployment);
-- a changed verdict becomes a runless evaluation of `serving_model_fresh` on that partition.
+- a changed verdict becomes a runless evaluation of `serving_model_fresh` on that partition,
+  aimed at the partition's latest materialization (Dagster shows a check's partition as
+  passed or failed only when its evaluation targets the latest materialization; otherwise
+  "missing"). A customer whose champion moved this tick is judged next tick, once its new
+  materialization has a storage id to aim at.
 The sensor launches no run. An event the daemon failed to store after the tick recorded it is
 not repeated (the report is written in the tick); `serving_reports` can be cleared to redo all.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 import dagster as dg
 import psycopg2.extras
@@ -20,12 +26,12 @@ from retrain_assets.asset_keys import DEPLOYED_MODEL
 from retrain_assets.automation.intervals import SERVING, interval_seconds
 from retrain_assets.customers import CUSTOMER_PARTITIONS
 from retrain_assets.models.freshness import Freshness, Serving, judge_freshness
-from retrain_assets.models.freshness_check import check_evaluation
+from retrain_assets.models.freshness_check import Target, check_evaluation
 from retrain_assets.store.database import transaction
 from retrain_assets.store.resource import ProjectDatabase
 
 SHOWN = 20  # customers named in the skip reason
-ReportRow = tuple[str, int | None, str]  # customer, champion move shown, verdict reported
+ReportRow = tuple[str, int | None, str | None]  # customer, move shown, verdict reported
 
 
 def serving_report_interval_seconds() -> int:
@@ -55,23 +61,47 @@ def materialization(customer: str, serving: Serving) -> dg.AssetMaterialization:
 
 
 def report_events(
-    verdicts: dict[str, Freshness], reported: dict[str, tuple[int | None, str | None]]
+    verdicts: dict[str, Freshness],
+    reported: dict[str, tuple[int | None, str | None]],
+    latest: Mapping[str, Target] | None = None,
 ) -> tuple[list[dg.AssetMaterialization | dg.AssetCheckEvaluation], list[ReportRow]]:
-    """Return the events that changed since `reported`, and the new report rows to write."""
+    """Return the events that changed since `reported`, and the new report rows to write.
+
+    `latest`: each customer's latest `deployed_model` materialization, which a verdict targets.
+    """
     events: list[dg.AssetMaterialization | dg.AssetCheckEvaluation] = []
-    rows = []
+    rows: list[ReportRow] = []
     for customer, verdict in sorted(verdicts.items()):
         move_id, fingerprint = reported.get(customer, (None, None))
         serving = verdict.serving
-        moved = serving is not None and serving.move_id is not None and serving.move_id != move_id
-        changed = verdict.fingerprint() != fingerprint
-        if moved and serving is not None:  # before the check: it attaches to this one
+        if serving is not None and serving.move_id is not None and serving.move_id != move_id:
             events.append(materialization(customer, serving))
-        if moved or changed:
-            events.append(check_evaluation(verdict))
-            new_move = serving.move_id if serving is not None else move_id
-            rows.append((customer, new_move, verdict.fingerprint()))
+            rows.append((customer, serving.move_id, None))  # its verdict: next tick
+        elif verdict.fingerprint() != fingerprint:
+            target = (latest or {}).get(customer)
+            events.append(check_evaluation(verdict, target))
+            rows.append((customer, move_id, verdict.fingerprint()))
     return events, rows
+
+
+def latest_materializations(instance: dg.DagsterInstance) -> dict[str, Target]:
+    """Return each customer's latest `deployed_model` materialization, for its check to aim at."""
+    ids = instance.event_log_storage.get_latest_storage_id_by_partition(
+        DEPLOYED_MODEL, dg.DagsterEventType.ASSET_MATERIALIZATION
+    )
+    if not ids:
+        return {}
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=DEPLOYED_MODEL, storage_ids=list(ids.values())),
+        limit=len(ids),
+    ).records
+    return {
+        record.partition_key: Target(
+            storage_id=record.storage_id, run_id=record.run_id, timestamp=record.timestamp
+        )
+        for record in records
+        if record.partition_key is not None
+    }
 
 
 def _reported(url: str, customers: list[str]) -> dict[str, tuple[int | None, str | None]]:
@@ -104,7 +134,8 @@ def _tick(context: dg.SensorEvaluationContext, project_db: ProjectDatabase) -> d
     if not customers:
         return dg.SensorResult(skip_reason="no customer yet")
     verdicts = judge_freshness(url, customers)
-    events, rows = report_events(verdicts, _reported(url, customers))
+    latest = latest_materializations(context.instance)
+    events, rows = report_events(verdicts, _reported(url, customers), latest)
     _record(url, rows)
     counts = {s: sum(1 for v in verdicts.values() if v.severity == s) for s in ("warn", "error")}
     moves = sum(isinstance(e, dg.AssetMaterialization) for e in events)

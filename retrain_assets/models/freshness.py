@@ -135,6 +135,12 @@ def _judge(customer: str, facts: _Facts) -> Freshness:
         )  # fmt: skip
     behind = _days_after(facts.published, serving.trained_to)
     severity = _severity(behind, schedule, waiting is not None)
+    if serving.trained_to is None:
+        causes.insert(
+            0,
+            f"no beats_champion verdict records the training window of run key "
+            f"{serving.run_key or 'unknown'}",
+        )
     head = (
         f"serving {serving.version}, trained on days up to {_iso(serving.trained_to)}: "
         f"{'?' if behind is None else behind} published day(s) behind (newest {_iso(newest)}; "
@@ -147,9 +153,9 @@ def _judge(customer: str, facts: _Facts) -> Freshness:
 
 
 def _severity(behind: int | None, schedule: int, waiting: bool) -> Severity:
-    if behind is None or behind > 2 * schedule:
+    if behind is not None and behind > 2 * schedule:
         return "error"
-    if behind > schedule or waiting:
+    if behind is None or behind > schedule or waiting:  # None: its window is not recorded
         return "warn"
     return "fresh"
 

@@ -7,6 +7,9 @@ with the customer's partition), from the same code, `models/freshness.py`.
 """
 
 import dagster as dg
+from dagster._core.definitions.asset_checks.asset_check_evaluation import (
+    AssetCheckEvaluationTargetMaterializationData,
+)
 
 from retrain_assets.asset_keys import DEPLOYED_MODEL
 from retrain_assets.customers import CUSTOMERS
@@ -14,11 +17,16 @@ from retrain_assets.models.freshness import Freshness, judge_freshness
 from retrain_assets.store.resource import ProjectDatabase
 
 CHECK_NAME = "serving_model_fresh"
+Target = AssetCheckEvaluationTargetMaterializationData
 SEVERITY = {"warn": dg.AssetCheckSeverity.WARN, "error": dg.AssetCheckSeverity.ERROR}
 
 
-def check_evaluation(verdict: Freshness) -> dg.AssetCheckEvaluation:
-    """Return the verdict as a runless evaluation of this check on the customer's partition."""
+def check_evaluation(verdict: Freshness, target: Target | None = None) -> dg.AssetCheckEvaluation:
+    """Return the verdict as a runless evaluation of this check on the customer's partition.
+
+    `target`: the partition's latest materialization; without it a materialized partition's
+    check shows as missing in the UI.
+    """
     return dg.AssetCheckEvaluation(
         asset_key=DEPLOYED_MODEL,
         check_name=CHECK_NAME,
@@ -27,6 +35,7 @@ def check_evaluation(verdict: Freshness) -> dg.AssetCheckEvaluation:
         description=verdict.reason,
         metadata=verdict.metadata(),
         partition=verdict.customer,
+        target_materialization_data=target,
     )
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from dagster import DagsterEventType, EventLogEntry
 from dagster._serdes import ConfigurableClassData
 from dagster_postgres import DagsterPostgresStorage, PostgresEventLogStorage
 from dagster_postgres.utils import get_token_provider_from_config, pg_url_from_config
@@ -36,7 +37,29 @@ NO_STATEMENT_TIMEOUT = 0
 
 
 class TableCachingEventLogStorage(PostgresEventLogStorage):
-    """The PostgreSQL event log, asking the catalog for a table only until it exists."""
+    """The PostgreSQL event log, asking the catalog for a table only until it exists.
+
+    It also stores a partitioned check's second runless evaluation. Dagster 1.13.27 inserts
+    every runless evaluation as a new `asset_check_executions` row keyed (asset, check,
+    run_id "", partition) under a unique index, so the second one for a partition fails with
+    a unique violation and the sensor that reported it fails its tick (found with
+    `serving_model_fresh`, reported per customer by the `serving_report` sensor). A partitioned
+    runless evaluation here updates that partition's runless row, as an evaluation inside a
+    run updates its planned row; the event log keeps every evaluation.
+    """
+
+    def store_asset_check_event(self, event: EventLogEntry, event_id: int | None) -> None:
+        """Store a check event; a partitioned runless evaluation replaces the partition's last."""
+        dagster_event = event.dagster_event
+        if (
+            dagster_event is not None
+            and dagster_event.event_type == DagsterEventType.ASSET_CHECK_EVALUATION
+            and not event.run_id
+            and getattr(dagster_event.event_specific_data, "partition", None) is not None
+        ):
+            self._update_asset_check_evaluation(event, event_id)  # update, else insert
+            return
+        super().store_asset_check_event(event, event_id)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._tables_present: set[str] = set()

@@ -139,3 +139,25 @@ def cli(platform: RunningPlatform, *args: str) -> subprocess.CompletedProcess:
     """Run `retrain-assets` against the platform's databases and MLflow, as an operator would."""
     env = {**up_environment(platform.home, platform.port), **platform.environment()}
     return subprocess.run([CLI, *args], env=env, capture_output=True, text=True, timeout=120)
+
+
+PARTITION_STATUSES = """
+query Statuses($key: AssetKeyInput!) {
+  assetNodeOrError(assetKey: $key) {
+    ... on AssetNode {
+      assetPartitionStatuses {
+        ... on DefaultPartitionStatuses { materializedPartitions failedPartitions }
+      }
+    }
+  }
+}
+"""
+
+
+def partition_status(platform: RunningPlatform, asset: str, partition: str) -> str:
+    """Return how Dagster shows an asset's partition: materialized, failed or missing."""
+    node = platform.graphql(PARTITION_STATUSES, {"key": {"path": [asset]}})["assetNodeOrError"]
+    statuses = node["assetPartitionStatuses"]
+    if partition in statuses["failedPartitions"]:
+        return "failed"
+    return "materialized" if partition in statuses["materializedPartitions"] else "missing"

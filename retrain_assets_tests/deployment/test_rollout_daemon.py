@@ -12,6 +12,7 @@ everything they did.
 from __future__ import annotations
 
 import datetime as dt
+import re
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from retrain_assets_tests.deployment.platform_helpers import (
     days,
     features,
     launch,
+    partition_status,
     register_version,
     step_failures,
     wait_for_end,
@@ -43,6 +45,7 @@ from retrain_assets_tests.support.ui_actions import (
     wait_for_backfill_run,
 )
 from retrain_assets_tests.support.waiting import wait_until
+from retrain_assets_tests.ui.dagster_ui import freshness_detail, partition_detail, sensor_ticks
 
 pytestmark = pytest.mark.system
 
@@ -199,6 +202,24 @@ def keys_routed_both_ways(world: World, rollout_id: int) -> list[tuple]:
     )
 
 
+def read_what_serves(journey, world: World, role: str, version: str, reason: str) -> str:
+    """Read the tenant's deployed_model partition and freshness check in the UI; return the
+    check's text once it says `reason`. The Partitions tab must show `version` serving."""
+    platform, customer = world.platform, world.name(role)
+    wait_until(
+        lambda: partition_status(platform, "deployed_model", customer) == "materialized",
+        60,
+        f"serving_report materializing deployed_model for {customer}",
+    )
+    deployed = partition_detail(journey, "deployed_model", customer)
+    assert re.search(rf"\bversion\s+{version}\s+serving_since", deployed.inner_text())
+    journey.shot(f"deployed_model of {customer}: {version} serves")
+    check = freshness_detail(journey, customer)
+    journey.wait_visible(check.get_by_text(reason), 60, f"the freshness check saying {reason}")
+    journey.shot(f"serving_model_fresh of {customer}")
+    return check.inner_text()
+
+
 # -- tests ----------------------------------------------------------------------------------
 
 
@@ -267,7 +288,8 @@ def _weekend_blind(train: pd.DataFrame) -> np.ndarray:
     return train[LABEL].to_numpy(dtype=float) * np.where(weekend, 2.5, 1.0)
 
 
-def test_a_challenger_that_forecasts_badly_on_the_newest_actuals_is_rolled_back(world):
+@pytest.mark.browser
+def test_a_challenger_that_forecasts_badly_on_the_newest_actuals_is_rolled_back(world, journey):
     """It passes registration and the deploy-time check (Monday to Wednesday), then serves
     Thursday to Sunday forecasts that the weekend's actual sales judge."""
     platform, customer = world.platform, world.name("degraded")
@@ -298,9 +320,15 @@ def test_a_challenger_that_forecasts_badly_on_the_newest_actuals_is_rolled_back(
         " serving_routes WHERE customer = %s",
         (customer,),
     ) == [(first, None, 0.0)]
+    # The UI tells the same: the first version still serves, not failed; the check says why
+    # nothing newer does.
+    assert partition_status(platform, "deployed_model", customer) == "materialized"
+    text = read_what_serves(journey, world, "degraded", first, "was rolled back")
+    assert f"its last challenger {blind} was rolled back: CANARY_10 analysis failed" in text
 
 
-def test_a_failing_deploy_time_check_stops_the_run_and_a_later_run_alone_refuses(world):
+@pytest.mark.browser
+def test_a_failing_deploy_time_check_stops_the_run_and_a_later_run_alone_refuses(world, journey):
     platform, customer = world.platform, world.name("blocked")
     first_champion(world, "blocked")
     inflated = strong_version(
@@ -321,6 +349,13 @@ def test_a_failing_deploy_time_check_stops_the_run_and_a_later_run_alone_refuses
     assert app(
         platform, "SELECT count(*) FROM deployment_decisions WHERE customer = %s", (customer,)
     ) == [(1,)]
+    # Two failed runs planned the decision: that asset shows them, what serves does not.
+    assert partition_status(platform, "deployment_decision", customer) == "failed"
+    first = world.registry.aliases(customer)[CHAMPION]
+    read_what_serves(journey, world, "blocked", first, f"serving {first}")
+    ticks = sensor_ticks(journey, "serving_report", "0 runs requested")  # it launches none
+    assert "Failure" not in ticks, ticks
+    journey.shot("serving_report's ticks: none failed")
 
 
 def _rollout_state(world: World, role: str) -> tuple:

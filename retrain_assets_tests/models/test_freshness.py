@@ -12,7 +12,8 @@ import json
 import dagster as dg
 import pytest
 
-from retrain_assets.automation.serving_report import report_events
+from retrain_assets.asset_keys import DEPLOYED_MODEL
+from retrain_assets.automation.serving_report import latest_materializations, report_events
 from retrain_assets.models.freshness import judge_freshness
 from retrain_assets.runtime.serving_status import serving_lines
 from retrain_assets.store.database import transaction
@@ -153,33 +154,55 @@ def test_a_rolled_back_challenger_and_a_failed_training_are_named(world):
     assert "its last challenger 2 was rolled back: canary WAPE 0.3 vs 0.2" in reason
 
 
-def test_the_report_says_each_change_once_and_a_champion_move_first(world):
-    verdicts = judge_freshness(world, list(CUSTOMERS))
-    events, rows = report_events(verdicts, {})
-    materialized = [e.partition for e in events if isinstance(e, dg.AssetMaterialization)]
+def tick(db: str, instance: dg.DagsterInstance, reported: dict) -> list:
+    """One `serving_report` tick as the daemon runs it: judge, report, store the events."""
+    verdicts = judge_freshness(db, list(CUSTOMERS))
+    events, rows = report_events(verdicts, reported, latest_materializations(instance))
+    for event in events:
+        instance.report_runless_asset_event(event)
+    reported.update({customer: (move, fingerprint) for customer, move, fingerprint in rows})
+    return events
+
+
+def test_a_champion_move_is_materialized_then_judged_and_each_change_said_once(
+    world, dagster_instance
+):
+    reported: dict = {}
+    first = tick(world, dagster_instance, reported)
+    materialized = [e.partition for e in first if isinstance(e, dg.AssetMaterialization)]
     assert materialized == ["drift-co", "fresh-co", "stale-co", "stopped-co"]
-    checks = [e for e in events if isinstance(e, dg.AssetCheckEvaluation)]
-    assert sorted(e.partition for e in checks) == sorted(CUSTOMERS)
-    by = {e.partition: e for e in checks}
+    judged = [e.partition for e in first if isinstance(e, dg.AssetCheckEvaluation)]
+    assert judged == ["new-co"]  # the others once their materialization has an id
+
+    second = tick(world, dagster_instance, reported)
+    by = {e.partition: e for e in second}
+    assert sorted(by) == ["drift-co", "fresh-co", "stale-co", "stopped-co"]
+    assert all(isinstance(e, dg.AssetCheckEvaluation) for e in second)
     assert by["stopped-co"].severity == dg.AssetCheckSeverity.ERROR
     assert by["stale-co"].severity == dg.AssetCheckSeverity.WARN and not by["stale-co"].passed
     assert by["fresh-co"].passed
-    first = events.index(by["fresh-co"])
-    assert events[first - 1].partition == "fresh-co"  # the move, then its check
+    latest = dagster_instance.event_log_storage.get_latest_storage_id_by_partition(
+        DEPLOYED_MODEL, dg.DagsterEventType.ASSET_MATERIALIZATION
+    )
+    # aimed at the latest materialization: the UI shows the partition passed or failed
+    key = dg.AssetCheckKey(DEPLOYED_MODEL, "serving_model_fresh")
+    records = dagster_instance.event_log_storage.get_asset_check_execution_history(key, 20)
+    aimed = {r.partition: r.event.dagster_event.event_specific_data for r in records}
+    for customer, storage_id in latest.items():
+        assert aimed[customer].target_materialization_data.storage_id == storage_id
 
-    reported = {customer: (move, fingerprint) for customer, move, fingerprint in rows}
-    assert report_events(verdicts, reported) == ([], [])  # nothing changed: nothing said
+    assert tick(world, dagster_instance, reported) == []  # nothing changed: nothing said
 
     with transaction(world) as cur:
         champion(cur, "stale-co", "2", trained_to=19)
-    events, rows = report_events(judge_freshness(world, list(CUSTOMERS)), reported)
-    assert [(type(e).__name__, e.partition) for e in events] == [
-        ("AssetMaterialization", "stale-co"),
-        ("AssetCheckEvaluation", "stale-co"),
+    moved = tick(world, dagster_instance, reported)
+    assert [(type(e).__name__, e.partition) for e in moved] == [
+        ("AssetMaterialization", "stale-co")
     ]
-    assert events[0].metadata["version"].value == "2"
-    assert events[0].metadata["trained_to"].value == day(19).isoformat()
-    assert events[1].passed and [r[0] for r in rows] == ["stale-co"]
+    assert moved[0].metadata["version"].value == "2"
+    assert moved[0].metadata["trained_to"].value == day(19).isoformat()
+    [judged] = tick(world, dagster_instance, reported)
+    assert judged.partition == "stale-co" and judged.passed
 
 
 def test_status_prints_the_same_verdicts_and_what_waits_for_a_person(world):

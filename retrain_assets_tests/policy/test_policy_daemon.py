@@ -32,6 +32,7 @@ import pytest
 from retrain_assets.automation.retraining_policy import retraining_policy
 from retrain_assets.features.parquet_store import PartitionStorage
 from retrain_assets.store.resource import ProjectDatabase
+from retrain_assets_tests.conftest import SEEN_COMMUNITY_NOTE
 from retrain_assets_tests.support.platform import RunningPlatform, running_platform, up_environment
 from retrain_assets_tests.support.ui_actions import (
     RUNS,
@@ -45,6 +46,8 @@ from retrain_assets_tests.support.ui_actions import (
     wait_for_run,
     wait_until,
 )
+from retrain_assets_tests.ui.browser import journey_on
+from retrain_assets_tests.ui.dagster_ui import freshness_detail
 
 pytestmark = pytest.mark.system
 
@@ -155,6 +158,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         "RETRAIN_POLICY_INTERVAL_SECONDS": str(POLICY_INTERVAL),
         "RETRAIN_POLL_INTERVAL_SECONDS": "2",
         "RETRAIN_LANDING_AUTOMATION": "off",
+        "RETRAIN_SERVING_REPORT_INTERVAL_SECONDS": "2",
     }  # these tests publish each day themselves
     with running_platform(tmp_path_factory.mktemp("policy"), env=fast) as running:
         sales = launch_days(running, "sales", "2026-01-01", "2026-03-10")  # meanwhile: settings
@@ -360,7 +364,8 @@ def test_the_same_tick_evaluated_twice_requests_one_run(world):
     assert len([row for row in decisions(platform) if row[1] == SMALL]) == 1
 
 
-def test_drift_waits_for_approval_and_the_approval_is_one_decision(world):
+@pytest.mark.browser
+def test_drift_waits_for_approval_and_the_approval_is_one_decision(world, chromium, request):
     platform = world.platform
     alerts = platform.query("app", "SELECT id, customer FROM drift_alerts")
     assert [c for _, c in alerts] == [MID]  # raised when the new week landed
@@ -368,6 +373,20 @@ def test_drift_waits_for_approval_and_the_approval_is_one_decision(world):
     latest = next(t["skipReason"] for t in ticks(platform) if t["skipReason"])
     assert f"{MID}: drift: " in latest and "waiting for approval" in latest, latest
     assert f"(launch approve_drift_retraining for {MID})" in latest
+    # What waits for a person shows in `status` and on the customer's freshness check.
+    wait_until(
+        lambda: "waits for a person: drift alert" in cli(platform, "status").stdout,
+        60,
+        "status naming the approval",
+    )
+    status = cli(platform, "status", "--customer", MID).stdout
+    assert f"launch approve_drift_retraining for {MID}" in status, status
+    assert platform.graphql(SEEN_COMMUNITY_NOTE)["setNuxSeen"] is True
+    with journey_on(chromium, platform.port, request.node.name) as journey:
+        check = freshness_detail(journey, MID)
+        journey.wait_visible(check.get_by_text("waits for approval"), 60, "the pending approval")
+        assert "approve_drift_retraining/playground" in check.inner_text()
+        journey.shot(f"serving_model_fresh of {MID}: an approval waits")
 
     launch_run(platform, "approve_drift_retraining", {"dagster/partition": MID})
     wait_until(
@@ -395,6 +414,7 @@ def test_drift_waits_for_approval_and_the_approval_is_one_decision(world):
     assert len(runs) == 1
     resolved = platform.query("app", "SELECT resolved_by FROM drift_alerts")
     assert resolved == [(drift[0][0],)]
+    assert "waits for a person" not in cli(platform, "status", "--customer", MID).stdout
 
 
 def test_a_manual_materialization_is_recorded_as_a_manual_decision(world):

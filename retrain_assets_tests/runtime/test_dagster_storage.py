@@ -121,3 +121,45 @@ def test_a_table_is_asked_for_until_it_exists_and_then_remembered(pooled_instanc
 def test_the_storage_is_built_from_the_same_config_as_storage_postgres(dagster_db):
     storage = PooledPostgresStorage.from_config_value(None, {"postgres_url": dagster_db})
     assert storage.postgres_url == dagster_db
+
+
+def _evaluation(partition: str | None, passed: bool, text: str) -> dg.AssetCheckEvaluation:
+    return dg.AssetCheckEvaluation(
+        asset_key=dg.AssetKey("deployed_model"),
+        check_name="serving_model_fresh",
+        passed=passed,
+        description=text,
+        partition=partition,
+    )
+
+
+def test_a_partitions_runless_check_evaluations_keep_coming_and_the_latest_is_shown(
+    pooled_instance, unpooled_instance
+):
+    """Dagster's own storage refuses a partition's second runless evaluation; ours keeps it."""
+    key = dg.AssetCheckKey(dg.AssetKey("deployed_model"), "serving_model_fresh")
+    unpooled_instance.report_runless_asset_event(_evaluation("acme", True, "first"))
+    with pytest.raises(Exception, match="unique"):
+        unpooled_instance.report_runless_asset_event(_evaluation("acme", False, "second"))
+
+    for n, passed in enumerate((True, False, True, False)):
+        pooled_instance.report_runless_asset_event(_evaluation("acme", passed, f"acme {n}"))
+    pooled_instance.report_runless_asset_event(_evaluation("other", True, "other 0"))
+    for text in ("plain 0", "plain 1"):  # not partitioned: Dagster's own rows, one each
+        pooled_instance.report_runless_asset_event(_evaluation(None, True, text))
+    storage = pooled_instance.event_log_storage
+    shown = [
+        (record.partition, record.event.dagster_event.event_specific_data.description)
+        for record in storage.get_asset_check_execution_history(key, limit=10)
+    ]
+    assert sorted(shown, key=str) == sorted(
+        [("acme", "acme 3"), ("other", "other 0"), (None, "plain 1"), (None, "plain 0")], key=str
+    )
+    evaluations = storage.get_records_for_run(
+        "", of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION, limit=100
+    ).records
+    texts = [r.event_log_entry.dagster_event.event_specific_data.description for r in evaluations]
+    # the event log keeps every one (Dagster's refused second is in it too: one database)
+    assert sorted(texts) == sorted(
+        ["first", "second", *(f"acme {n}" for n in range(4)), "other 0", "plain 0", "plain 1"]
+    )

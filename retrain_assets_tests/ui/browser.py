@@ -7,9 +7,10 @@ Without it the tests fail and say so: a browser test that skips is a test that n
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -138,3 +139,17 @@ def journey_folder(test_name: str) -> Path:
         if old.is_file():
             old.unlink()
     return folder
+
+
+@contextlib.contextmanager
+def journey_on(browser: Browser, port: int, test_name: str) -> Iterator[Journey]:
+    """Open a fresh page on the UI at `port` with the test's screenshots folder; save it last."""
+    folder = journey_folder(test_name)
+    print(f"screenshots of {test_name}: {folder}")
+    context = browser.new_context(viewport=VIEWPORT)
+    try:
+        page = Journey(context.new_page(), f"http://127.0.0.1:{port}", folder)
+        yield page
+        page.save_page("last")
+    finally:
+        context.close()

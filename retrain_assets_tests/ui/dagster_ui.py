@@ -231,3 +231,19 @@ def partition_detail(journey: Journey, asset: str, partition: str) -> Locator:
         f"{asset} {partition} materialized",
     )
     return pane
+
+
+def freshness_detail(journey: Journey, partition: str) -> Locator:
+    """Open deployed_model's serving_model_fresh check on `partition`; return its detail pane."""
+    return check_partition_detail(journey, "deployed_model", "serving_model_fresh", partition)
+
+
+def sensor_ticks(journey: Journey, sensor: str, expected: str) -> str:
+    """Open a sensor's page (from the Automation page) until its tick history shows `expected`;
+    return the page's text (the ticks' statuses and skip reasons)."""
+    page = journey.page
+    journey.open("/automation")
+    journey.wait_visible(page.get_by_text(sensor, exact=True), PAGE_SECONDS, f"{sensor} listed")
+    journey.open(f"/locations/retrain_assets/sensors/{sensor}")
+    journey.wait_visible(page.get_by_text(expected).first, PAGE_SECONDS, f"{sensor}: {expected}")
+    return page.locator("body").inner_text()

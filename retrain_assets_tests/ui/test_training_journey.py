@@ -7,7 +7,8 @@ then fetches, gates and registers the candidate, and both show on their assets' 
 as "Deploying a model" says: deploy_model's launchpad, the customer's partition, Launch
 Run. The run evaluates the deploy-time check and records the deployment; the
 customer has no champion yet, so `rollout_controller` promotes the version directly, and the
-rollout's moves show on `deployed_model`'s partition.
+rollout's moves show on `deployment_decision`'s partition; `deployed_model`'s partition then
+says the version that serves, and its freshness check that the version is fresh.
 """
 
 import pytest
@@ -17,6 +18,7 @@ from retrain_assets_tests.support.waiting import wait_until
 from retrain_assets_tests.ui.dagster_ui import (
     choose_partition,
     follow_run,
+    freshness_detail,
     launch_from_launchpad,
     launch_one_run,
     open_job_launchpad,
@@ -110,9 +112,19 @@ def test_training_a_customer_from_the_ui_ends_with_its_candidate_registered_and_
     run_id_of_decision, version, outcome, reason = rollout_of(platform, customer)
     assert (run_id_of_decision, outcome) == (deploy_run_id, "promoted"), reason
     assert "first deployment" in reason
-    deployed = partition_detail(journey, "deployed_model", customer)
+    decided = partition_detail(journey, "deployment_decision", customer)
     journey.wait_visible(
-        deployed.get_by_text("DONE", exact=True), 60, "the rollout's last move (DONE)"
+        decided.get_by_text("DONE", exact=True), 60, "the rollout's last move (DONE)"
     )
-    assert key in deployed.inner_text()
-    journey.shot(f"deployed_model of {customer}: version {version} promoted, rollout DONE")
+    assert key in decided.inner_text()
+    journey.shot(f"deployment_decision of {customer}: version {version}, rollout DONE")
+
+    # What serves: deployed_model is materialized by the champion's move, with its version,
+    # and the customer's freshness check says it is fresh.
+    deployed = partition_detail(journey, "deployed_model", customer)
+    assert version in deployed.inner_text() and key in deployed.inner_text()
+    journey.shot(f"deployed_model of {customer}: version {version} serves")
+    fresh = freshness_detail(journey, customer)
+    journey.wait_visible(fresh.get_by_text(f"serving {version}"), 60, "the freshness verdict")
+    assert "published day(s) behind" in fresh.inner_text()
+    journey.shot(f"serving_model_fresh of {customer}")
