@@ -25,7 +25,9 @@ from retrain_assets.machines.store import pointer as read_pointer
 from retrain_assets.machines.table import DONE
 from retrain_assets.machines.training import (
     DOWNLOAD_SAVE,
+    EVIDENCE,
     NAME,
+    SPEC,
     TrainingServices,
     start_training,
     training_machine,
@@ -76,7 +78,8 @@ def model_candidate(
     if current.run_key != key:
         raise ValueError(f"{customer}'s training machine runs {current.run_key}, not {key}")
     if current.state == training_machine().failed:
-        start_training(db_url, customer, key, current.payload.get("spec", {}), retry=True)
+        spec, judged = current.payload.get(SPEC, {}), current.payload.get(EVIDENCE)
+        start_training(db_url, customer, key, spec, retry=True, evidence=judged)
     services = training_services(
         db_url, gpu_service.client(), partition_storage.root(), fetching=True
     )

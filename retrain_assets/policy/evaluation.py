@@ -19,10 +19,9 @@ from retrain_assets.policy.busy import busy_customers
 from retrain_assets.policy.decisions import Decision, latest_decisions
 from retrain_assets.policy.drift import Baselines, DayFrames, DriftMeasure, measure_drift
 from retrain_assets.policy.history import Published, choose_window
-from retrain_assets.policy.rule import Outcome, policy_outcome
+from retrain_assets.policy.rule import Outcome, WindowDays, policy_outcome, window_days_of
 from retrain_assets.policy.settled import publishing_work
 from retrain_assets.policy.thresholds import DEFAULTS, PolicySettings, all_settings
-from retrain_assets.store.snapshot_ref import SnapshotRef
 
 NOTHING_PUBLISHED = "no feature snapshot is published yet"
 
@@ -64,16 +63,17 @@ class PolicyState:
     frames: DayFrames
     baselines: Baselines
     rules: EvidenceRules = field(default_factory=EvidenceRules.from_settings)
-    windows: dict[int, SnapshotRef] = field(default_factory=dict)  # by window_days
+    windows: dict[int, WindowDays] = field(default_factory=dict)  # by window_days
 
     def settings_of(self, customer: str) -> PolicySettings:
         """Return the customer's effective settings (the defaults without an override)."""
         return self.settings.get(customer, DEFAULTS)
 
-    def window(self, days: int) -> SnapshotRef:
-        """Return the snapshot a decision of `days` days would name now (once per tick)."""
+    def window(self, days: int) -> WindowDays:
+        """Return the days of the snapshot a decision of `days` days would name now (once)."""
         if days not in self.windows:
-            self.windows[days] = choose_window(self.published, days)
+            ref = choose_window(self.published, days)
+            self.windows[days] = window_days_of(self.published, ref)
         return self.windows[days]
 
     def outcome(self, customer: str, now: dt.datetime) -> Outcome:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -66,13 +66,14 @@ def policy_outcome(
     now: dt.datetime,
     drift_of: DriftOf,
     *,
-    window: SnapshotRef | None = None,
+    window: WindowDays | None = None,
     rules: EvidenceRules | None = None,
 ) -> Outcome:
     """Return the policy's outcome for one customer.
 
-    `window`: the snapshot a decision would name now (`choose_window` for the customer's
-    window_days; the caller may pass the one it computed for every customer with those days);
+    `window`: the days of the snapshot a decision would name now (`window_days_of` over
+    `choose_window` for the customer's window_days; the caller may pass the one it built for
+    every customer with those days);
     `rules`: the evidence minimums (default: `EvidenceRules.from_settings()`).
     """
     if busy:
@@ -81,8 +82,9 @@ def policy_outcome(
     # fifth of a steady tick's time at 2,000 customers (BENCHMARKS.md, retraining_policy).
     if last is None and history_days(published, customer) < settings.min_history_days:
         return _first_training(customer, settings, published)
-    chosen = window if window is not None else choose_window(published, settings.window_days)
-    stopped = _data_stopped(customer, published, chosen, rules or EvidenceRules.from_settings())
+    if window is None:
+        window = window_days_of(published, choose_window(published, settings.window_days))
+    stopped = _data_stopped(customer, published, window, rules or EvidenceRules.from_settings())
     if stopped is not None:
         return stopped
     if last is None:
@@ -133,13 +135,44 @@ def policy_outcome(
     return _drift_outcome(customer, settings, published, last, status, drift_of)
 
 
-def _rows_on(published: Published, customer: str, day: dt.date) -> int:
-    record = published.get(day)
-    return record.rows_per_customer.get(customer, 0) if record is not None else 0
+@dataclass(frozen=True)
+class WindowDays:
+    """The window a decision would name now, its days' rows per customer ready to add up.
+
+    Built once per tick and `window_days` (`window_days_of`): a customer's check is then a few
+    dictionary reads, newest day first, stopping once the minimum is reached.
+    """
+
+    window: SnapshotRef
+    holdout_start: dt.date
+    holdout: tuple[Mapping[str, int], ...]  # newest day first
+    train: tuple[Mapping[str, int], ...]  # newest day first
+
+
+def window_days_of(published: Published, window: SnapshotRef) -> WindowDays:
+    """Return the window's holdout and training days as rows per customer, newest first."""
+    start = max(window.last_day - dt.timedelta(days=HOLDOUT_DAYS - 1), window.first_day)
+    days = sorted((d for d in published if window.first_day <= d <= window.last_day), reverse=True)
+    return WindowDays(
+        window,
+        start,
+        tuple(published[d].rows_per_customer for d in days if d >= start),
+        tuple(published[d].rows_per_customer for d in days if d < start),
+    )
+
+
+def _rows_up_to(days: tuple[Mapping[str, int], ...], customer: str, minimum: int) -> int:
+    """Add up the customer's rows day by day, stopping once `minimum` is reached."""
+    total = 0
+    for rows in days:
+        total += rows.get(customer, 0)
+        if total >= minimum:
+            break
+    return total
 
 
 def _data_stopped(
-    customer: str, published: Published, window: SnapshotRef, rules: EvidenceRules
+    customer: str, published: Published, days: WindowDays, rules: EvidenceRules
 ) -> Outcome | None:
     """Return the deferral of a customer whose rows the window lacks, None when it has them.
 
@@ -148,25 +181,19 @@ def _data_stopped(
     never be judged. Counted on the published rows per customer and day (per store is
     `training_job`'s part, which reads the rows), with the minimums of `features/evidence.py`.
     """
-    last, first = window.last_day, window.first_day
-    start = max(last - dt.timedelta(days=HOLDOUT_DAYS - 1), first)
-    holdout = sum(
-        _rows_on(published, customer, start + dt.timedelta(days=i))
-        for i in range((last - start).days + 1)
-    )
+    holdout = _rows_up_to(days.holdout, customer, rules.min_holdout_rows)
     train = 0
     if holdout >= rules.min_holdout_rows:
-        day = start - dt.timedelta(days=1)
-        while day >= first and train < rules.min_train_rows:
-            train += _rows_on(published, customer, day)
-            day -= dt.timedelta(days=1)
+        train = _rows_up_to(days.train, customer, rules.min_train_rows)
         if train >= rules.min_train_rows:
             return None
+    holdout = _rows_up_to(days.holdout, customer, 1 << 62)  # the whole count, for the reason
+    first, last = days.window.first_day, days.window.last_day
     with_rows = [day for day, r in published.items() if r.rows_per_customer.get(customer, 0)]
     newest = max(with_rows) if with_rows else None
     if newest is None:
         reason = f"deferred: no rows of {customer} are published (published up to {last})"
-    elif newest < start:
+    elif newest < days.holdout_start:
         reason = (
             f"deferred: no data from {customer} since {newest} (its newest day with rows; "
             f"published up to {last}): the window {first} .. {last} would hold {holdout} "

@@ -263,3 +263,24 @@ def test_a_second_key_is_refused_while_training_runs(db, tmp_path):
     advance(db, training_machine(), "acme", services(tmp_path))
     with pytest.raises(RunActive, match="training for acme is still running k1"):
         start_training(db, "acme", "k2", SPEC)
+
+
+def test_a_window_that_cannot_be_judged_is_refused_at_initial_before_any_call(db, tmp_path):
+    svc = services(tmp_path)
+    verdict = {"enough": False, "reason": "not enough evidence: holdout a .. b has 0 rows"}
+    start_training(db, "acme", "k1", SPEC, evidence=verdict)
+    ended = advance(db, training_machine(), "acme", svc).pointer
+    assert (ended.state, ended.status) == ("FAILED", "terminal")
+    assert ended.reason == (
+        "window refused before any GPU job: not enough evidence: holdout a .. b has 0 rows"
+    )
+    assert svc.gpu.calls == {} and states(db) == ["INITIAL"]
+
+
+def test_a_judged_window_says_so_and_goes_on(db, tmp_path):
+    verdict = {"enough": True, "reason": "60 training rows, 42 holdout rows", "window": "a .. b"}
+    start_training(db, "acme", "k1", SPEC, evidence=verdict)
+    assert advance(db, training_machine(), "acme", services(tmp_path)).waiting
+    assert history(db, "training", "acme")[0].note == (
+        "window a .. b judged: 60 training rows, 42 holdout rows"
+    )
