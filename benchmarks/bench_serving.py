@@ -17,8 +17,17 @@ Every request is a real prediction, logged and committed before its answer. Each
 stops at its request count or its time limit, whichever comes first; the script then checks
 that `prediction_log` holds every row it was answered for.
 
+With --by-key (issue 24), requests name only store, item and date: the customer has 35 days
+of published `store_day_features` (2,000 series, written and recorded as the asset does) and
+the service computes the features. Measured per size (default 1, 100, 1,000, 10,000 rows):
+the key-only request (p50 / p99, rows/s), the same rows with every feature sent, the model
+called in-process, and the lookup alone in-process (`features_by_key`); then the memory of
+1,000 customers' feature tables held (100 series each: the tables' own count of bytes, and
+the process's resident memory before and after).
+
     .venv/bin/python benchmarks/bench_serving.py
     .venv/bin/python benchmarks/bench_serving.py --sizes 1,100 --requests 300 --clients 4
+    .venv/bin/python benchmarks/bench_serving.py --by-key
 """
 
 from __future__ import annotations
@@ -26,6 +35,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import datetime as dt
+import gc
 import json
 import re
 import shutil
@@ -40,6 +50,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import psutil
 import pytest
 import requests
 
@@ -47,10 +58,18 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # the service helpers live in the test package
     sys.path.insert(0, str(ROOT))
 
+from retrain_assets.demo.tenants import TenantSpec  # noqa: E402
+from retrain_assets.features.parquet_store import ParquetPartitionStore  # noqa: E402
 from retrain_assets.features.training_export import MODEL_FEATURES  # noqa: E402
 from retrain_assets.registry.mlflow_registry import MlflowRegistry  # noqa: E402
 from retrain_assets.serving.forecaster import Forecaster  # noqa: E402
+from retrain_assets.serving.history import (  # noqa: E402
+    HistoryCache,
+    ParquetHistory,
+    build_features,
+)
 from retrain_assets.serving.inputs import rows_batch  # noqa: E402
+from retrain_assets.serving.key_lookup import features_by_key  # noqa: E402
 from retrain_assets.serving.prediction_log import PredictionLogWriter  # noqa: E402
 from retrain_assets.serving.predictor import Predictor  # noqa: E402
 from retrain_assets.serving.routes import Route, RouteTable  # noqa: E402
@@ -58,6 +77,7 @@ from retrain_assets.store.database import transaction  # noqa: E402
 from retrain_assets.store.migrations import migrate  # noqa: E402
 from retrain_assets.store.server import ensure_database, start_server  # noqa: E402
 from retrain_assets_tests.serving.models import feature_frame, train  # noqa: E402
+from retrain_assets_tests.serving.published import publish  # noqa: E402
 from retrain_assets_tests.serving.serving_process import TOKEN, ServingProcess  # noqa: E402
 from retrain_assets_tests.support.mlflow_server import running_mlflow  # noqa: E402
 
@@ -194,6 +214,90 @@ def concurrent(
     }
 
 
+KEY_SPEC = TenantSpec(CUSTOMER, "US", stores=20, items=100, seed=3)
+SMALL_SPEC = TenantSpec("small", "US", stores=5, items=20, seed=4)
+
+
+def key_rows(table, size: int) -> list[dict]:
+    """Return `size` key-only rows: the table's future (store, item, day) keys, in order."""
+    latest = table.publication.latest.isoformat()
+    keys = [k for k in table.index if k.rsplit("/", 1)[1] > latest][:size]
+    return [dict(zip(("store_id", "item_id", "date"), k.split("/"), strict=True)) for k in keys]
+
+
+def by_key(
+    service: ServingProcess, table, forecaster: Forecaster, sizes: list[int], args
+) -> tuple[str, int]:
+    """Key-only requests beside features sent, the model and the lookup in-process."""
+    url = f"{service.url}/forecast/{CUSTOMER}"
+    lines = [
+        "| rows/request | by key p50 / p99 ms | by key rows/s | features sent p50 / p99 ms "
+        "| features sent rows/s | model in-process p50 ms | lookup in-process p50 ms |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    answered = 0
+    for size in sizes:
+        count = max(30, args.requests // round(size**0.5))
+        rows = key_rows(table, size)
+        assert len(rows) == size, f"the table has {len(rows)} future keys, not {size}"
+        keyed = rows_batch({"rows": rows}, size)
+        lookup = timed_calls(lambda keyed=keyed: features_by_key(table, keyed), count, 30)
+        batch = features_by_key(table, keyed)
+        full = [
+            {
+                **row,
+                **{
+                    n: (None if np.isnan(v) else float(v))
+                    for n, v in zip(MODEL_FEATURES, batch.features[i], strict=True)
+                },
+            }
+            for i, row in enumerate(rows)
+        ]
+        model = timed_calls(lambda b=batch: forecaster.predict(b.features), count, 30)
+        results = {}
+        for name, body in (("key", rows), ("features", full)):
+            sender = Sender(url, [json.dumps({"rows": body}).encode()], size)
+            sender()
+            times = timed_calls(sender, count, args.seconds)
+            answered += size * (len(times) + 1)
+            results[name] = (
+                percentile(times, 50),
+                percentile(times, 99),
+                size * len(times) / sum(times),
+            )
+        k, f = results["key"], results["features"]
+        lines.append(
+            f"| {size:,} | {k[0]:.2f} / {k[1]:.2f} | {k[2]:,.0f} | {f[0]:.2f} / {f[1]:.2f} "
+            f"| {f[2]:,.0f} | {percentile(model, 50):.3f} | {percentile(lookup, 50):.3f} |"
+        )
+        print(lines[-1], flush=True)
+    return "\n".join(lines), answered
+
+
+def history_memory(storage: ParquetPartitionStore, customers: int) -> str:
+    """Hold `customers` feature tables of SMALL_SPEC's size; report their bytes and the RSS."""
+    publication, _ = publish(storage, SMALL_SPEC)
+    history = ParquetHistory(storage)(SMALL_SPEC.name, publication)
+    cache = HistoryCache(lambda c, p: history, lambda c: "US", max_bytes=2**40)
+    cache.published(publication)
+    gc.collect()
+    before = psutil.Process().memory_info().rss
+    started = time.perf_counter()
+    for n in range(customers):
+        cache.get(f"c{n:05d}")
+    elapsed = time.perf_counter() - started
+    gc.collect()
+    after = psutil.Process().memory_info().rss
+    one = cache.get("c00000")
+    return (
+        f"{customers:,} customers x {SMALL_SPEC.stores * SMALL_SPEC.items} series "
+        f"({len(one.index):,} served (store, item, day) rows each): tables count "
+        f"{cache.held_bytes() / 2**20:.1f} MiB ({one.nbytes / 1024:.0f} KiB each); process RSS "
+        f"+{(after - before) / 2**20:.1f} MiB; built in {elapsed:.1f} s "
+        f"({elapsed / customers * 1000:.1f} ms a customer)"
+    )
+
+
 def register(registry: MlflowRegistry, booster, example: pd.DataFrame) -> str:
     run_key = uuid.uuid4().hex[:16]
     run_id = registry.candidate_run(CUSTOMER, run_key)
@@ -208,7 +312,11 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=30.0, help="at most, per measurement")
     parser.add_argument("--clients", type=int, default=8, help="concurrent clients")
     parser.add_argument("--canary", action="store_true", help="a canary at 50 %% (shadowed)")
+    parser.add_argument("--by-key", action="store_true", help="requests by key (issue 24)")
+    parser.add_argument("--customers", type=int, default=1000, help="--by-key: tables held")
     args = parser.parse_args()
+    if args.by_key and args.sizes == parser.get_default("sizes"):
+        args.sizes = "1,100,1000,10000"
     sizes = [int(s) for s in args.sizes.split(",")]
 
     home = Path(tempfile.mkdtemp(prefix="bench-serving-"))
@@ -238,14 +346,28 @@ def main() -> int:
                     "canary_weight) VALUES (%s, %s, %s, %s)",
                     (CUSTOMER, version, canary, 0.5 if canary else 0.0),
                 )
-            service = ServingProcess(app_db, mlflow_uri, home / "serve")
+            extra = {"RETRAIN_SERVE_MAX_ROWS": str(max(sizes))}
+            table = None
+            if args.by_key:
+                storage = ParquetPartitionStore(str(home / "storage"))
+                publication, _ = publish(storage, KEY_SPEC, days=35, db_url=app_db)
+                history = ParquetHistory(storage)(CUSTOMER, publication)
+                table = build_features(CUSTOMER, history, publication, "US")
+                extra["RETRAIN_STORAGE_URL"] = str(home / "storage")
+            service = ServingProcess(app_db, mlflow_uri, home / "serve", extra_env=extra)
             service.start()
+            forecaster = Forecaster.of(CUSTOMER, version, champion)
             try:
-                report, answered = measure(
-                    service, app_db, Forecaster.of(CUSTOMER, version, champion), sizes, args
-                )
+                if table is not None:
+                    report, answered = by_key(service, table, forecaster, sizes, args)
+                else:
+                    report, answered = measure(service, app_db, forecaster, sizes, args)
             finally:
                 code = service.stop()
+            if args.by_key:
+                report += "\n\n" + history_memory(
+                    ParquetPartitionStore(str(home / "small")), args.customers
+                )
             with transaction(app_db) as cur:
                 cur.execute("SELECT count(*) FROM prediction_log WHERE served")
                 logged = cur.fetchone()[0]
