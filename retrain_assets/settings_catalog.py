@@ -174,7 +174,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "RETRAIN_EVIDENCE_MIN_HOLDOUT_ROWS",
         "rows of the customer the holdout needs (for the refusal and the gate's \"not enough "
-        "evidence\")",
+        'evidence")',
         "`7`",
     ),
     Setting(

@@ -170,7 +170,7 @@ def _wait(ctx: Context[Any], attempts: int, what: str, backoff: Backoff | None =
             f"{ended}; requesting {request_key(ctx.run_key, following)}", payload=payload
         )
     now = dt.datetime.now(dt.UTC)
-    at = now + dt.timedelta(seconds=backoff.delay(tries))
+    at = now + dt.timedelta(seconds=backoff.delay(max(tries, 1)))
     payload[RETRY_AT] = retry_marker(ctx.state, at)
     return Step.wait(
         f"{ended}; {request_key(ctx.run_key, following)} (attempt {tries + 1} of {attempts}) "
