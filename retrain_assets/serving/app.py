@@ -96,7 +96,7 @@ def _feature_schema() -> dict[str, Any]:
 def _infer_schema() -> dict[str, Any]:
     tensor = {
         "type": "object",
-        "required": ["name", "shape", "datatype", "data"],
+        "required": ["name", "shape", "datatype"],  # binary tensors carry no data
         "properties": {
             "name": {"enum": [name for name, _ in v2_inputs()]},
             "shape": {"type": "array", "items": {"type": "integer"}},
