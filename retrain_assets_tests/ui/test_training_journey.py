@@ -13,6 +13,7 @@ says the version that serves, and its freshness check that the version is fresh.
 
 import pytest
 
+from retrain_assets_tests.deployment.platform_helpers import partition_status
 from retrain_assets_tests.support.ui_actions import publish_days
 from retrain_assets_tests.support.waiting import wait_until
 from retrain_assets_tests.ui.dagster_ui import (
@@ -121,6 +122,11 @@ def test_training_a_customer_from_the_ui_ends_with_its_candidate_registered_and_
 
     # What serves: deployed_model is materialized by the champion's move, with its version,
     # and the customer's freshness check says it is fresh.
+    wait_until(  # the pane shows what was there when it opened
+        lambda: partition_status(platform, "deployed_model", customer) == "materialized",
+        60,
+        f"serving_report materializing deployed_model for {customer}",
+    )
     deployed = partition_detail(journey, "deployed_model", customer)
     assert version in deployed.inner_text() and key in deployed.inner_text()
     journey.shot(f"deployed_model of {customer}: version {version} serves")
