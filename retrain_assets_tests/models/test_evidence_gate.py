@@ -66,3 +66,41 @@ def test_a_failing_step_says_what_for_whom_and_on_what_window():
         "ValueError: Input data must be 2 dimensional and non empty."
     )
     assert isinstance(raised.value.__cause__, ValueError)
+
+
+def test_the_gate_in_a_candidate_run_answers_not_enough_evidence(model_world):
+    """A holdout that lost a store after export: the gate's verdict, recorded, is a fail."""
+    from retrain_assets.features.parquet_store import PartitionStorage
+    from retrain_assets.features.training_export import export_folder, read_holdout
+    from retrain_assets.machines.store import pointer
+    from retrain_assets.models.gate_results import latest_gate_result
+    from retrain_assets.models.training_job_asset import training_job
+    from retrain_assets.registry.mlflow_registry import MlflowRegistry
+    from retrain_assets_tests.models.flow import (
+        CUSTOMER,
+        execute,
+        materialize,
+        poll_until_requested,
+        train_config,
+    )
+
+    instance, db = model_world.instance, model_world.db
+    submitted = materialize(instance, [training_job], train_config())
+    key = submitted.asset_materializations_for_node("training_job")[0].metadata["run_key"].value
+    request = poll_until_requested(instance, seconds=120)
+    store = PartitionStorage().store()
+    holdout = read_holdout(store, CUSTOMER, key)
+    kept = holdout[holdout["store_id"] == holdout["store_id"].min()]
+    with (export_folder(store, CUSTOMER, key) / "holdout.parquet").open("wb") as handle:
+        kept.reset_index(drop=True).to_parquet(handle, index=False)
+    result = execute(instance, request)
+    assert result.asset_materializations_for_node("registered_model") == []  # blocked
+    verdict = latest_gate_result(db, key)
+    assert verdict is not None and not verdict.passed
+    assert verdict.reason.startswith(
+        "not enough evidence: holdout 2025-02-13 .. 2025-02-19 has too few rows for 1 of 2 "
+        "store(s) ("
+    )
+    assert verdict.rows_scored == 0
+    assert MlflowRegistry(model_world.mlflow_uri).versions_of(CUSTOMER, key) == []
+    assert pointer(db, "training", CUSTOMER).state == "DONE"  # gate failed, run complete

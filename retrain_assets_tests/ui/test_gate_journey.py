@@ -10,6 +10,7 @@ import re
 import pytest
 
 from retrain_assets.registry.mlflow_registry import CHAMPION, MlflowRegistry, model_name
+from retrain_assets_tests.deployment.platform_helpers import partition_status
 from retrain_assets_tests.support.ui_actions import launch_run, publish_days, wait_for_run
 from retrain_assets_tests.ui.dagster_ui import check_partition_detail
 from retrain_assets_tests.ui.model_runs import (
@@ -78,6 +79,9 @@ def test_each_customers_gate_verdict_reads_the_same_in_the_checks_tab(journey, u
     registry.client.set_registered_model_alias(model_name(loser), CHAMPION, champion.version)
     loser_key, ended = train(platform, loser, **WEAK)
     assert ended == "FAILURE"  # the blocking check failed: registered_model never ran
+    # That run shows on the assets it planned, never on what serves (nothing was deployed).
+    assert partition_status(platform, "registered_model", loser) == "failed"
+    assert partition_status(platform, "deployed_model", loser) == "missing"
     expected = {winner: verdict(platform, winner_key), loser: verdict(platform, loser_key)}
     assert not expected[loser].passed
     assert f"{model_name(loser)} v{champion.version}" in expected[loser].reason
