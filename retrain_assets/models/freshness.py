@@ -29,6 +29,7 @@ from retrain_assets.store.database import transaction
 
 Severity = Literal["fresh", "warn", "error"]
 GATE = "beats_champion"
+NEWEST_DAYS = 7  # days read whole for "newest day with rows"; older ones are asked by key
 APPROVAL_LAUNCHPAD = f"/locations/retrain_assets/jobs/{APPROVAL_JOB}/playground"
 
 
@@ -216,19 +217,10 @@ def _iso(day: dt.date | None) -> str:
 
 
 def _read(url: str, customers: list[str]) -> _Facts:
-    """Read every fact in one transaction: eight grouped queries, none per customer."""
+    """Read every fact in one transaction: grouped queries, none per customer."""
     with transaction(url) as cur:
         cur.execute("SELECT DISTINCT partition_date FROM feature_snapshots ORDER BY 1")
         published = [row[0] for row in cur.fetchall()]
-        cur.execute(
-            "SELECT c.key, max(s.partition_date), count(DISTINCT s.partition_date)"
-            " FROM feature_snapshots s CROSS JOIN LATERAL jsonb_each_text(s.rows_per_customer) c"
-            " WHERE c.key = ANY(%s) AND c.value::bigint > 0 GROUP BY c.key",
-            (customers,),
-        )
-        rows = cur.fetchall()
-        last_rows = {name: day for name, day, _ in rows}
-        history = {name: days for name, _, days in rows}
         cur.execute(
             "SELECT r.customer, r.champion_version, m.moved_at, m.id, m.from_version,"
             " m.decision_id, m.rollout_id, d.run_key, d.decided_by, g.holdout_window,"
@@ -288,6 +280,10 @@ def _read(url: str, customers: list[str]) -> _Facts:
             (TRAINING, customers),
         )
         training = {row[0]: tuple(row[1:]) for row in cur.fetchall()}
+        last_rows = _newest_days_with_rows(cur, customers)
+        history = _days_with_rows(cur, [c for c in customers if c not in serving])
+        for customer, (last, _) in _keyed_rows(cur, [c for c in customers if c not in last_rows]):
+            last_rows[customer] = last
     settings = all_settings(url)
     alerts = pending_alerts(url)
     return _Facts(
@@ -303,6 +299,49 @@ def _read(url: str, customers: list[str]) -> _Facts:
         schedule_days={c: s.schedule_days for c, s in settings.items()},
         min_history={c: s.min_history_days for c, s in settings.items()},
     )
+
+
+def _newest_days_with_rows(cur: Any, customers: list[str]) -> dict[str, dt.date]:
+    """Return each customer's newest day with rows among the newest NEWEST_DAYS published.
+
+    Read newest first, the latest record of each day, until every customer is found: on a
+    platform whose customers deliver, one day's record answers for nearly all of them (each
+    record names every customer, so expanding every day's in SQL cost 9 s a tick at 100,000
+    customers and 35 days, and grows with the days). The rest go to `_keyed_rows`.
+    """
+    cur.execute(
+        "SELECT DISTINCT ON (partition_date) partition_date, rows_per_customer"
+        " FROM feature_snapshots ORDER BY partition_date DESC, published_at DESC, id DESC"
+        " LIMIT %s",
+        (NEWEST_DAYS,),
+    )
+    found: dict[str, dt.date] = {}
+    left = set(customers)
+    for day, rows in iter(cur.fetchone, None):  # a day's record is parsed only when needed
+        hits = {c for c in left if rows.get(c, 0) > 0}
+        found.update(dict.fromkeys(hits, day))
+        left -= hits
+        if not left:
+            break
+    return found
+
+
+def _keyed_rows(cur: Any, customers: list[str]) -> list[tuple[str, tuple[dt.date, int]]]:
+    """Return (customer, (newest day with rows, days with rows)) for a few customers, by key."""
+    if not customers:
+        return []
+    cur.execute(
+        "SELECT k, max(s.partition_date), count(DISTINCT s.partition_date)"
+        " FROM feature_snapshots s CROSS JOIN unnest(%s::text[]) AS k"
+        " WHERE coalesce((s.rows_per_customer ->> k)::bigint, 0) > 0 GROUP BY k",
+        (customers,),
+    )
+    return [(name, (last, days)) for name, last, days in cur.fetchall()]
+
+
+def _days_with_rows(cur: Any, customers: list[str]) -> dict[str, int]:
+    """Return how many published days have rows of each customer (those serving nothing)."""
+    return {name: days for name, (_, days) in _keyed_rows(cur, customers)}
 
 
 def _window_end(window: str | None) -> dt.date | None:
