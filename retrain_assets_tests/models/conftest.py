@@ -10,7 +10,6 @@ import pytest
 
 from retrain_assets.customers import CUSTOMERS
 from retrain_assets.demo.simulate import land_tenant
-from retrain_assets.models.run_key import code_commit
 from retrain_assets.store.server import PostgresServer
 from retrain_assets_tests.gpu.service_process import TOKEN, running_service
 from retrain_assets_tests.models.world import DAYS, START, TENANTS, ModelWorld
@@ -35,7 +34,6 @@ def model_world(
     monkeypatch.setenv("RETRAIN_APP_PG_URL", app_db)
     # a commit per test: run keys (and so MLflow runs and versions) never meet across tests
     monkeypatch.setenv("RETRAIN_CODE_COMMIT", f"test-{uuid.uuid4().hex[:8]}")
-    code_commit.cache_clear()  # cached per process: another test's commit would give its keys
     monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_uri)
     # retries are due at once (each still its own advance); machines/test_retry_waits times them
     monkeypatch.setenv("RETRAIN_RETRY_FIRST_SECONDS", "0")
