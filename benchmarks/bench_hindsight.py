@@ -37,6 +37,7 @@ import argparse
 import dataclasses
 import datetime as dt
 import json
+import math
 import os
 import sys
 import tempfile
@@ -64,6 +65,7 @@ from retrain_assets.deployment.rollout_settings import rollout_settings, step_na
 from retrain_assets.features.evidence import (
     EVIDENCE_COLUMNS,
     HOLDOUT_DAYS,
+    Evidence,
     EvidenceRules,
     judge_parts,
 )
@@ -79,6 +81,7 @@ from retrain_assets.models.gate import (
     judge_candidate,
     lightgbm_predictor,
 )
+from retrain_assets.models.gate_evidence import GateRules, judge_with_evidence
 from retrain_assets.models.scoring import Verdict, seasonal_naive
 from retrain_assets.policy.decisions import Decision
 from retrain_assets.policy.drift import DayFrames, measure_drift
@@ -95,6 +98,10 @@ EQUIVALENT = 0.01  # within 1 % WAPE of each other over the 28 days, either deci
 DEMO_DAYS = 218  # issue 26's run: `make up` on a fresh clone to yesterday
 FEATURES = name_of(STORE_DAY_FEATURES)
 HISTORY_END = DEFAULT_START + dt.timedelta(days=DEFAULT_HISTORY_DAYS - 1)  # demo day 0
+
+
+Gate = Callable[..., tuple[Verdict, dict[str, Any]]]  # (replay, tenant, holdout, candidate,
+# reference, evidence) -> the verdict and the check's metadata; None: the current gate
 
 
 @dataclass(frozen=True)
@@ -133,6 +140,7 @@ class Judged:
     deployed: bool = False  # gate only: a canary (or a first promotion) followed
     rows_decided_on: int = 0  # canary only: rows with actuals at the deciding analysis
     band: float = EQUIVALENT
+    metadata: dict[str, Any] = field(default_factory=dict)  # the gate's, as its check shows it
 
     @property
     def equivalent(self) -> bool:
@@ -194,7 +202,8 @@ class Replay:
         root: Path,
         days: int,
         approve_drift: bool,
-        gate: Callable[..., Verdict] | None = None,
+        gate: Gate | None = None,
+        holdout_days: int = HOLDOUT_DAYS,
         say: Callable[[str], None] = print,
     ) -> None:
         """Simulate every tenant's sales and features through `days` + 28 demo days."""
@@ -205,6 +214,7 @@ class Replay:
         self.margin = gate_margin()
         self.rules = EvidenceRules.from_settings()
         self.gate = gate
+        self.holdout_days = HOLDOUT_DAYS if gate is None else max(HOLDOUT_DAYS, holdout_days)
         last = HISTORY_END + dt.timedelta(days=days + HINDSIGHT_DAYS)
         self.features = {spec.name: tenant_features(spec, last) for spec in DEMO_TENANTS}
         self.by_day = {
@@ -391,7 +401,7 @@ class Replay:
         frame = self.features[name]
         frame = frame[frame["date"].isin(days)]
         folder = self.root / "exports" / name / str(decision.id)
-        export = export_customer(self.store, name, ref, HOLDOUT_DAYS, UPath(folder), frame)
+        export = export_customer(self.store, name, ref, self.holdout_days, UPath(folder), frame)
         train_part = pd.read_parquet(export.train_path, columns=EVIDENCE_COLUMNS)
         holdout = pd.read_parquet(export.holdout_path)
         evidence = judge_parts(name, train_part, holdout, self.rules)
@@ -406,14 +416,16 @@ class Replay:
         tenant.models[candidate.name] = candidate
         reference = tenant.champion or tenant.challenger or NAIVE
         if self.gate is None:
-            verdict = judge_candidate(
+            outcome = judge_candidate(
                 holdout, candidate.predict, reference.reference(), self.margin, evidence=evidence
-            ).verdict
+            )
+            verdict, shown = outcome.verdict, dict(outcome.metadata)
         else:
-            verdict = self.gate(self, tenant, decision, holdout, candidate, reference, evidence)
+            verdict, shown = self.gate(self, tenant, holdout, candidate, reference, evidence)
         gate = Judged(
             name, "gate", day, candidate.name, reference.name, verdict.passed, verdict.reason
         )
+        gate.metadata = shown
         tenant.judged.append(gate)
         busy = tenant.rollout is not None
         self.say(
@@ -471,6 +483,43 @@ class Replay:
         judged.candidate_wape = float(errors["candidate"].sum() / volume)
         judged.replaced_wape = float(errors["replaced"].sum() / volume)
         judged.extra_units = float(errors["candidate"].sum() - errors["replaced"].sum())
+
+
+def evidence_gate(rules: GateRules) -> Gate:
+    """Return the gate with evidence as the replay calls a gate."""
+
+    def gate(
+        replay: Replay,
+        tenant: TenantState,
+        holdout: pd.DataFrame,
+        candidate: Model,
+        reference: Model,
+        evidence: Evidence,
+    ) -> tuple[Verdict, dict[str, Any]]:
+        if not evidence.enough:
+            verdict = Verdict(False, math.nan, math.nan, reference.name, 0.0, evidence.reason)
+            return verdict, {"rule": "evidence", "reason": evidence.reason}
+        judged = judge_with_evidence(
+            holdout,
+            candidate.predict(holdout),
+            reference.predict(holdout),
+            reference.name,
+            rules,
+            replay.rules,
+            dict(evidence.rows.train_by_store),
+            tenant.spec.name,
+        )
+        verdict = Verdict(
+            judged.passed,
+            judged.candidate_wape,
+            judged.reference_wape,
+            reference.name,
+            rules.tolerance,
+            judged.reason,
+        )
+        return verdict, dict(judged.metadata)
+
+    return gate
 
 
 def demo_policy(spec: TenantSpec) -> dict[str, Any]:
@@ -627,6 +676,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--days", type=int, default=DEMO_DAYS, help="demo days to replay")
     parser.add_argument("--approve-drift", action="store_true", help="approve drift alerts at once")
+    parser.add_argument(
+        "--gate",
+        choices=["margin", "evidence"],
+        default="margin",
+        help="margin: models/gate.py's judge_candidate (one holdout, RETRAIN_GATE_MARGIN); "
+        "evidence: models/gate_evidence.py (windows, paired bootstrap, store guard; "
+        "RETRAIN_GATE_* settings, the export's holdout as long as the windows)",
+    )
     parser.add_argument("--json", type=Path, help="write every judged decision here")
     parser.add_argument("--quiet", action="store_true", help="no line per decision while replaying")
     args = parser.parse_args(argv)
@@ -635,10 +692,13 @@ def main(argv: list[str] | None = None) -> int:
     started, cpu = time.perf_counter(), time.process_time()
     print(f"load before: {load()} ({os.cpu_count()} CPUs)")
     with tempfile.TemporaryDirectory(prefix="hindsight-") as folder:
+        rules = GateRules.from_settings()
         replay = Replay(
             Path(folder),
             args.days,
             args.approve_drift,
+            gate=evidence_gate(rules) if args.gate == "evidence" else None,
+            holdout_days=rules.holdout_days,
             say=(lambda _: None) if args.quiet else print,
         )
         judged = replay.run()

@@ -189,6 +189,42 @@ SETTINGS: tuple[Setting, ...] = (
         "`0.02`",
     ),
     Setting(
+        "RETRAIN_GATE_RULE",
+        "which rule decides `beats_champion`: `margin` (RETRAIN_GATE_MARGIN on the holdout's "
+        "WAPE) or `evidence` (windows, paired bootstrap interval, store guard; "
+        "models/gate_evidence.py); the check's metadata shows both",
+        "`margin`",
+    ),
+    Setting(
+        "RETRAIN_GATE_WINDOWS",
+        "rolling-origin windows of the holdout the evidence gate judges (the export's holdout "
+        'must cover them all, else "not enough evidence")',
+        "`1`",
+    ),
+    Setting("RETRAIN_GATE_WINDOW_DAYS", "days in each of the evidence gate's windows", "`7`"),
+    Setting(
+        "RETRAIN_GATE_CONFIDENCE",
+        "confidence of the evidence gate's paired bootstrap interval of the WAPE change",
+        "`0.90`",
+    ),
+    Setting(
+        "RETRAIN_GATE_TOLERANCE",
+        "the evidence gate passes a better candidate whose interval's upper bound of the "
+        "relative WAPE change is at most this",
+        "`0.02`",
+    ),
+    Setting(
+        "RETRAIN_GATE_STORE_TOLERANCE",
+        "a store whose WAPE the candidate raises by more than this (relative) counts as worse",
+        "`0.10`",
+    ),
+    Setting(
+        "RETRAIN_GATE_MAX_WORSE_STORES",
+        "the share of stores that may be worse before the evidence gate's store guard fails",
+        "`0.5`",
+    ),
+    Setting("RETRAIN_GATE_RESAMPLES", "bootstrap resamples of the evidence gate", "`2000`"),
+    Setting(
         "RETRAIN_LANDING_INTERVAL_SECONDS",
         "how often `landing_arrivals` looks at the landing zone",
         "`60`",

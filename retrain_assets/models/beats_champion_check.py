@@ -7,6 +7,10 @@ step back before a first champion. Every verdict is also a row in `gate_results`
 Dagster only blocks downstream assets inside the run that evaluated the check, and
 `registered_model` run on its own must still refuse a candidate that failed. A failed re-gate
 of a version that already holds `challenger` takes the alias away, and says so.
+
+The rule that decides is RETRAIN_GATE_RULE (`gate.py`'s `judge_gate`): `margin` (the default)
+or `evidence` (`gate_evidence.py`: windows, a paired bootstrap interval, a store guard). The
+check's metadata shows both, and `rule` names the one that decided.
 """
 
 import math
@@ -20,7 +24,8 @@ from retrain_assets.features.evidence import EVIDENCE_COLUMNS, EvidenceRules, ju
 from retrain_assets.features.parquet_store import PartitionStorage
 from retrain_assets.features.training_export import read_export_part, read_holdout
 from retrain_assets.models.candidates import CandidateTable
-from retrain_assets.models.gate import GateMetadata, booster_predictor, judge_candidate
+from retrain_assets.models.gate import GateMetadata, booster_predictor, gate_rule, judge_gate
+from retrain_assets.models.gate_evidence import GateRules
 from retrain_assets.models.gate_results import GateResult, record_gate_result
 from retrain_assets.models.handoff_errors import doing, snapshot_window
 from retrain_assets.models.lineage import latest_run_key
@@ -77,17 +82,25 @@ def beats_champion(
         chosen = choose_reference(registry, customer, key)
     margin = gate_settings.resolved_margin()
     store = partition_storage.store()
+    evidence_rules = EvidenceRules.from_settings()
     with doing("judging the holdout's evidence", customer, key, window):
         holdout = read_holdout(store, customer, key)
         evidence = judge_parts(
             customer,
             read_export_part(store, customer, key, "train", EVIDENCE_COLUMNS),
             holdout,
-            EvidenceRules.from_settings(),
+            evidence_rules,
         )
     with doing("scoring the candidate and its reference on the holdout", customer, key, window):
-        outcome = judge_candidate(
-            holdout, booster_predictor(booster), chosen.model, margin, evidence=evidence
+        outcome = judge_gate(
+            holdout,
+            booster_predictor(booster),
+            chosen.model,
+            margin,
+            evidence,
+            GateRules.from_settings(),
+            evidence_rules,
+            gate_rule(),
         )
     verdict, shown = outcome.verdict, outcome.metadata
     reason = verdict.reason
@@ -112,7 +125,7 @@ def beats_champion(
             reference_wape=verdict.reference_wape,
             reference=verdict.reference,
             champion_version=chosen.champion_version,
-            margin=margin,
+            margin=verdict.margin,
             holdout_window=str(shown["holdout_window"]),
             rows_scored=int(shown["rows_scored"]),
             reason=reason,

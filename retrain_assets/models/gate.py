@@ -6,6 +6,7 @@ asset check) and `registered_model` (which refuses without a recorded pass) both
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -13,8 +14,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from retrain_assets.features.evidence import Evidence
+from retrain_assets.features.evidence import Evidence, EvidenceRules
 from retrain_assets.features.training_export import LABEL, MODEL_FEATURES
+from retrain_assets.models.gate_evidence import GateRules, judge_with_evidence
 from retrain_assets.models.scoring import InvalidForecast, Verdict, judge, seasonal_naive, wape
 
 if TYPE_CHECKING:  # imported where used: loading the code location skips LightGBM
@@ -128,3 +130,69 @@ def _not_enough(
         "reason": evidence.reason,
     }
     return GateOutcome(verdict, metadata)
+
+
+GATE_RULE = "RETRAIN_GATE_RULE"
+GATE_RULES = ("margin", "evidence")
+
+
+def gate_rule() -> str:
+    """Return which rule decides `beats_champion`: `margin` (default) or `evidence`.
+
+    Raises:
+        ValueError: RETRAIN_GATE_RULE names neither.
+    """
+    rule = os.environ.get(GATE_RULE, "margin").strip() or "margin"
+    if rule not in GATE_RULES:
+        raise ValueError(f"{GATE_RULE} must be one of {', '.join(GATE_RULES)}, not {rule!r}")
+    return rule
+
+
+def judge_gate(
+    holdout: pd.DataFrame,
+    candidate: Predict,
+    model: ReferenceModel | None,
+    margin: float,
+    evidence: Evidence,
+    rules: GateRules,
+    evidence_rules: EvidenceRules,
+    rule: str = "margin",
+) -> GateOutcome:
+    """Judge by `rule`, showing both: the margin's verdict and the evidence's interval.
+
+    `margin` decides as `judge_candidate` always did; `evidence` decides by
+    `gate_evidence.judge_with_evidence` (windows, paired bootstrap interval, store guard). The
+    metadata names the rule that decided (`rule`: margin, evidence, forecasts, store guard or
+    interval) and carries the other's verdict, so the Checks tab shows how sure either is.
+    """
+    by_margin = judge_candidate(holdout, candidate, model, margin, evidence=evidence)
+    if not evidence.enough:
+        return GateOutcome(by_margin.verdict, {**by_margin.metadata, "rule": "evidence"})
+    reference = model.label if model is not None else SEASONAL_NAIVE
+    judged = judge_with_evidence(
+        holdout,
+        np.asarray(candidate(holdout), dtype=float),
+        model.predict(holdout) if model is not None else seasonal_naive(holdout),
+        reference,
+        rules,
+        evidence_rules,
+        dict(evidence.rows.train_by_store),
+        evidence.rows.customer,
+    )
+    shown: GateMetadata = {**by_margin.metadata}
+    shown |= {k: v for k, v in judged.metadata.items() if k not in shown and k != "rule"}
+    said = f"{'pass' if judged.passed else 'fail'} ({judged.rule}): {judged.reason}"
+    if rule == "margin":
+        shown |= {"rule": "margin", "evidence_verdict": said}
+        return GateOutcome(by_margin.verdict, shown)
+    margin_said = f"{'pass' if by_margin.verdict.passed else 'fail'}: {by_margin.verdict.reason}"
+    shown |= {"rule": judged.rule, "reason": judged.reason, "margin_verdict": margin_said}
+    verdict = Verdict(
+        judged.passed,
+        judged.candidate_wape,
+        judged.reference_wape,
+        reference,
+        rules.tolerance,
+        judged.reason,
+    )
+    return GateOutcome(verdict, shown)

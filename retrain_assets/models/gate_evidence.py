@@ -1,0 +1,344 @@
+"""The gate with evidence (issue 26): how sure it is, per window and store, which rule decided.
+
+One 7-day holdout and a 2 % margin on the pooled WAPE could not tell differences of 1 - 3 %
+(BENCHMARKS.md, "Hindsight"): it rejected most fresher candidates that were better. This
+judges the same rows for both sides and says how sure it is:
+
+- the holdout's newest `windows` windows of `window_days` days (rolling origins of the
+  export's holdout; the candidate never trained on any of them), each judged by the one
+  evidence rule (`features/evidence.py`);
+- the relative change of WAPE, (candidate's absolute error - reference's) / reference's, with
+  a paired bootstrap interval (`scipy.stats.bootstrap`, paired, BCa) over store-days: a
+  store's day is one unit, both sides resampled together, so a day that was hard for both
+  moves neither;
+- a per-store guard: how many stores got worse by more than `store_tolerance`, and by how much;
+- the verdict names the rule that decided it: `evidence`, `forecasts`, `store guard` or
+  `interval`.
+
+Rules, in order: not enough evidence (a window short of rows, fewer than two stores to
+resample) fails, and so do forecasts that cannot be scored; more than `max_worse_stores` of
+the stores worse by more than `store_tolerance` fails; otherwise the candidate passes when the
+interval's upper bound is at most `tolerance` (it is not worse by more than that, at the
+interval's confidence) and its pooled change is below 0 (it is better on these rows).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from retrain_assets.features.evidence import NOT_ENOUGH, EvidenceRules, WindowRows, judge_window
+from retrain_assets.features.training_export import LABEL
+from retrain_assets.models.scoring import InvalidForecast, wape
+
+MIN_STORES = 2  # a bootstrap over one store's days says nothing about the others
+WINDOWS = "RETRAIN_GATE_WINDOWS"
+WINDOW_DAYS = "RETRAIN_GATE_WINDOW_DAYS"
+CONFIDENCE = "RETRAIN_GATE_CONFIDENCE"
+TOLERANCE = "RETRAIN_GATE_TOLERANCE"
+STORE_TOLERANCE = "RETRAIN_GATE_STORE_TOLERANCE"
+MAX_WORSE_STORES = "RETRAIN_GATE_MAX_WORSE_STORES"
+RESAMPLES = "RETRAIN_GATE_RESAMPLES"
+
+Metadata = dict[str, float | int | str]
+
+
+@dataclass(frozen=True)
+class GateRules:
+    """The gate's thresholds (settings RETRAIN_GATE_*; docs/configuration.md)."""
+
+    windows: int = 1
+    window_days: int = 7
+    confidence: float = 0.90
+    tolerance: float = 0.02
+    store_tolerance: float = 0.10
+    max_worse_stores: float = 0.5
+    resamples: int = 2000
+
+    @classmethod
+    def from_settings(cls) -> GateRules:
+        """Return the rules the environment sets.
+
+        Raises:
+            ValueError: a variable is malformed or out of range (the message names it).
+        """
+        d = cls()
+        return cls(
+            windows=int(_number(WINDOWS, d.windows, 1, 52, int)),
+            window_days=int(_number(WINDOW_DAYS, d.window_days, 1, 90, int)),
+            confidence=_number(CONFIDENCE, d.confidence, 0.5, 0.999, float),
+            tolerance=_number(TOLERANCE, d.tolerance, 0.0, 1.0, float),
+            store_tolerance=_number(STORE_TOLERANCE, d.store_tolerance, 0.0, 10.0, float),
+            max_worse_stores=_number(MAX_WORSE_STORES, d.max_worse_stores, 0.0, 1.0, float),
+            resamples=int(_number(RESAMPLES, d.resamples, 100, 100_000, int)),
+        )
+
+    @property
+    def holdout_days(self) -> int:
+        """Return the days of holdout the windows need."""
+        return self.windows * self.window_days
+
+
+def _number(
+    name: str, default: float, low: float, high: float, kind: Callable[[str], float]
+) -> float:
+    text = os.environ.get(name)
+    if text is None or not text.strip():
+        return default
+    try:
+        value = kind(text.strip())
+    except ValueError:
+        raise ValueError(f"{name} must be a {kind.__name__} like {default}, not {text!r}") from None
+    if not low <= value <= high:
+        raise ValueError(f"{name} = {value} is outside [{low:g}, {high:g}]")
+    return value
+
+
+@dataclass(frozen=True)
+class EvidenceVerdict:
+    """The verdict, the rule that decided it, and every number behind it."""
+
+    passed: bool
+    rule: str  # evidence, forecasts, store guard, interval
+    reason: str
+    candidate_wape: float
+    reference_wape: float
+    metadata: Metadata
+
+
+def judge_with_evidence(
+    holdout: pd.DataFrame,
+    candidate: np.ndarray,
+    reference: np.ndarray,
+    reference_label: str,
+    rules: GateRules,
+    evidence_rules: EvidenceRules,
+    train_by_store: dict[str, int],
+    customer: str,
+) -> EvidenceVerdict:
+    """Judge the candidate's and the reference's forecasts of the holdout's rows.
+
+    `holdout`: rows with `date`, `store_id` and the label; `candidate` and `reference`: one
+    forecast a row; `train_by_store`: the training part's rows per store (which stores the
+    model serves, for the per-window evidence).
+    """
+    actual = holdout[LABEL].to_numpy(dtype=float)
+    days = pd.to_datetime(holdout["date"]).dt.date.to_numpy()
+    stores = holdout["store_id"].astype(str).to_numpy()
+    windows, shortfall = _windows(days, stores, rules, evidence_rules, train_by_store, customer)
+    try:
+        reference_wape = wape(actual, reference)
+        candidate_wape = wape(actual, candidate)
+    except InvalidForecast as err:
+        return _verdict(False, "forecasts", f"forecasts cannot be scored: {err}", {})
+    base: Metadata = {"candidate_wape": candidate_wape, "reference_wape": reference_wape}
+    if shortfall:
+        return _verdict(False, "evidence", shortfall, base)
+    inside = np.isin(days, np.asarray([d for w in windows for d in w]))
+    actual, candidate, reference = actual[inside], candidate[inside], reference[inside]
+    days, stores = days[inside], stores[inside]
+    per_window = _per_window(windows, days, actual, candidate, reference)
+    guard = _store_guard(stores, actual, candidate, reference, rules)
+    units = _units(days, stores, actual, candidate, reference)
+    n_stores = len(set(stores))
+    shown: Metadata = {
+        **base,
+        "reference": reference_label,
+        "windows": " | ".join(per_window),
+        "window_days": rules.window_days,
+        "rows_scored": len(actual),
+        "store_days": len(units),
+        "stores_worse": f"{guard[0]} of {n_stores} by more than {rules.store_tolerance:.0%}",
+        "store_changes": guard[1],
+    }
+    if n_stores < MIN_STORES:
+        why = (
+            f"{NOT_ENOUGH}: the holdout has {n_stores} store(s) with rows; a bootstrap over "
+            f"one store's {len(units)} days cannot speak for a customer (needs >= {MIN_STORES})"
+        )
+        return _verdict(False, "evidence", why, shown)
+    change = _relative_change(units)
+    low, high = _interval(units, rules)
+    shown |= {
+        "wape_change": change,
+        "interval_low": low,
+        "interval_high": high,
+        "confidence": rules.confidence,
+        "tolerance": rules.tolerance,
+    }
+    interval = (
+        f"WAPE {candidate_wape:.4f} vs {reference_label} {reference_wape:.4f}, change "
+        f"{change:+.1%} ({rules.confidence:.0%} interval {low:+.1%} .. {high:+.1%}, paired "
+        f"bootstrap over {len(units)} store-days, {len(actual)} rows, {len(windows)} "
+        f"window(s) of {rules.window_days} days)"
+    )
+    if guard[0] > rules.max_worse_stores * n_stores:
+        why = (
+            f"store guard: {guard[0]} of {n_stores} stores worse by more than "
+            f"{rules.store_tolerance:.0%} (allowed {rules.max_worse_stores:.0%} of them: "
+            f"{guard[1]}); {interval}"
+        )
+        return _verdict(False, "store guard", why, shown)
+    passed = high <= rules.tolerance and change < 0
+    if passed:
+        why = f"interval: better, and not worse by more than {rules.tolerance:.0%}: {interval}"
+    elif change >= 0:
+        why = f"interval: not better on these rows: {interval}"
+    else:
+        why = (
+            f"interval: could be worse by more than {rules.tolerance:.0%} (upper bound "
+            f"{high:+.1%}): {interval}"
+        )
+    return _verdict(passed, "interval", why, shown)
+
+
+def _verdict(passed: bool, rule: str, reason: str, shown: Metadata) -> EvidenceVerdict:
+    metadata: Metadata = {**shown, "rule": rule, "reason": reason}
+    return EvidenceVerdict(
+        passed,
+        rule,
+        reason,
+        float(shown.get("candidate_wape", float("nan"))),
+        float(shown.get("reference_wape", float("nan"))),
+        metadata,
+    )
+
+
+def _windows(
+    days: np.ndarray,
+    stores: np.ndarray,
+    rules: GateRules,
+    evidence_rules: EvidenceRules,
+    train_by_store: dict[str, int],
+    customer: str,
+) -> tuple[list[list[dt.date]], str]:
+    """Return the windows' days, newest last, and the shortfall of the first short one ("")."""
+    if len(days) == 0:
+        return [], f"{NOT_ENOUGH}: the holdout has no rows of {customer}"
+    last = max(days)
+    one = dt.timedelta(days=1)
+    windows = []
+    for k in reversed(range(rules.windows)):
+        end = last - k * rules.window_days * one
+        windows.append([end - i * one for i in reversed(range(rules.window_days))])
+    first = windows[0][0]
+    if min(days) > first:
+        return windows, (
+            f"{NOT_ENOUGH}: the holdout {min(days)} .. {last} is shorter than "
+            f"{rules.windows} window(s) of {rules.window_days} days (from {first})"
+        )
+    for n, window in enumerate(windows, start=1):
+        inside = np.isin(days, np.asarray(window))
+        counts = pd.Series(stores[inside]).value_counts()
+        rows = WindowRows(
+            customer,
+            window[0] - one,  # the training part ends before the window: it is not judged here
+            window[0],
+            window[-1],
+            train_by_store,
+            {str(s): int(c) for s, c in counts.items()},
+            max(days),
+        )
+        judged = judge_window(rows, evidence_rules)
+        if not judged.enough:
+            return windows, f"window {n} of {len(windows)}: {judged.reason}"
+    return windows, ""
+
+
+def _per_window(
+    windows: list[list[dt.date]],
+    days: np.ndarray,
+    actual: np.ndarray,
+    candidate: np.ndarray,
+    reference: np.ndarray,
+) -> list[str]:
+    shown = []
+    for window in windows:
+        inside = np.isin(days, np.asarray(window))
+        total = np.abs(actual[inside]).sum()
+        if total == 0:
+            shown.append(f"{window[0]} .. {window[-1]}: actuals sum to 0")
+            continue
+        c = np.abs(actual[inside] - candidate[inside]).sum() / total
+        r = np.abs(actual[inside] - reference[inside]).sum() / total
+        shown.append(f"{window[0]} .. {window[-1]}: {c:.4f} vs {r:.4f}")
+    return shown
+
+
+def _store_guard(
+    stores: np.ndarray,
+    actual: np.ndarray,
+    candidate: np.ndarray,
+    reference: np.ndarray,
+    rules: GateRules,
+) -> tuple[int, str]:
+    """Return how many stores got worse by more than the tolerance, and each store's change."""
+    frame = pd.DataFrame(
+        {
+            "store": stores,
+            "c": np.abs(actual - candidate),
+            "r": np.abs(actual - reference),
+        }
+    )
+    sums = frame.groupby("store", sort=True)[["c", "r"]].sum()
+    change = (sums["c"] - sums["r"]) / sums["r"].where(sums["r"] > 0)
+    worse = int((change > rules.store_tolerance).sum())
+    listed = ", ".join(f"{s} {v:+.1%}" for s, v in change.sort_values(ascending=False).items())
+    return worse, listed
+
+
+def _units(
+    days: np.ndarray,
+    stores: np.ndarray,
+    actual: np.ndarray,
+    candidate: np.ndarray,
+    reference: np.ndarray,
+) -> np.ndarray:
+    """Return one row per store-day: [candidate's absolute error, reference's] summed."""
+    frame = pd.DataFrame(
+        {
+            "day": days,
+            "store": stores,
+            "c": np.abs(actual - candidate),
+            "r": np.abs(actual - reference),
+        }
+    )
+    return frame.groupby(["store", "day"], sort=True)[["c", "r"]].sum().to_numpy(dtype=float)
+
+
+def _relative_change(units: np.ndarray) -> float:
+    reference = units[:, 1].sum()
+    return float((units[:, 0].sum() - reference) / reference) if reference > 0 else 0.0
+
+
+def _interval(units: np.ndarray, rules: GateRules) -> tuple[float, float]:
+    """Return the paired bootstrap interval of the relative change (BCa; fixed seed)."""
+    from scipy.stats import bootstrap  # here: loading the code location skips scipy.stats
+
+    def statistic(c: np.ndarray, r: np.ndarray, axis: int = -1) -> np.ndarray:
+        reference = r.sum(axis=axis)
+        return (c.sum(axis=axis) - reference) / np.where(reference > 0, reference, np.nan)
+
+    if units[:, 1].sum() <= 0 or np.ptp(units[:, 0] - units[:, 1]) == 0:
+        change = _relative_change(units)
+        return change, change  # no spread: every resample gives the same change
+    for method in ("BCa", "percentile"):  # BCa's correction is undefined on a few ties
+        result = bootstrap(
+            (units[:, 0], units[:, 1]),
+            statistic,
+            paired=True,
+            vectorized=True,
+            confidence_level=rules.confidence,
+            n_resamples=rules.resamples,
+            method=method,
+            rng=np.random.default_rng(26),  # a verdict must not change when re-run
+        )
+        low, high = result.confidence_interval
+        if np.isfinite(low) and np.isfinite(high):
+            return float(low), float(high)
+    raise ValueError(f"the bootstrap interval is not finite ({low}, {high}) on {len(units)} units")
