@@ -192,6 +192,7 @@ class TenantState:
     versions: int = 0
     judged: list[Judged] = field(default_factory=list)
     models: dict[str, Model] = field(default_factory=lambda: {NAIVE.name: NAIVE})
+    served: dict[dt.date, str] = field(default_factory=dict)  # the champion of each demo day
 
 
 class Replay:
@@ -240,6 +241,8 @@ class Replay:
             day = HISTORY_END + dt.timedelta(days=k)
             for tenant in self.tenants:
                 self.serve(tenant, day)
+                if tenant.champion is not None:
+                    tenant.served[day] = tenant.champion.name
             self.publish(day)
             for tenant in self.tenants:
                 self.analyse(tenant, day)
@@ -248,6 +251,30 @@ class Replay:
         for j in judged:
             self.hindsight(j)
         return judged
+
+    def served_error(self) -> dict[str, tuple[float, float]]:
+        """Return per tenant (and "total") the champions' sum |error| and sum |actual|.
+
+        What the tenant was served, every row of every demo day with a champion: the outcome
+        the decisions are for (a gate that waits longer for evidence serves staler models).
+        The canary's share of the traffic is left out.
+        """
+        found = {}
+        for tenant in self.tenants:
+            frame = self.features[tenant.spec.name]
+            days = pd.Series(tenant.served)
+            error = volume = 0.0
+            for name, group in days.groupby(days):
+                rows = frame[frame["date"].isin(pd.to_datetime(list(group.index)))]
+                actual = rows[LABEL].to_numpy(dtype=float)
+                error += float(np.abs(actual - tenant.models[name].predict(rows)).sum())
+                volume += float(np.abs(actual).sum())
+            found[tenant.spec.name] = (error, volume)
+        found["total"] = (
+            sum(e for e, _ in found.values()),
+            sum(v for _, v in found.values()),
+        )
+        return found
 
     def publish(self, day: dt.date) -> None:
         """Write the day's features (every tenant, one file) and record the snapshot."""
@@ -702,6 +729,7 @@ def main(argv: list[str] | None = None) -> int:
             say=(lambda _: None) if args.quiet else print,
         )
         judged = replay.run()
+        served = replay.served_error()
     wall, cpu = time.perf_counter() - started, time.process_time() - cpu
     found = tallies(judged)
     print()
@@ -714,6 +742,10 @@ def main(argv: list[str] | None = None) -> int:
         f"first deployments {total.first_deployments}; gate margin {replay.margin:.0%}, canary "
         f"min rows {replay.settings.min_actuals}, tolerance {replay.settings.wape_tolerance:.0%}"
     )
+    print(
+        "served WAPE (the champion of each demo day, every row): "
+        + ", ".join(f"{name} {e / v:.4f}" for name, (e, v) in served.items())
+    )
     print(f"wall {wall:.1f} s, CPU {cpu:.1f} s; load after: {load()}")
     if args.json:
         args.json.write_text(
@@ -723,6 +755,7 @@ def main(argv: list[str] | None = None) -> int:
                     "wall_seconds": wall,
                     "cpu_seconds": cpu,
                     "tallies": {k: dataclasses.asdict(v) for k, v in found.items()},
+                    "served_wape": {k: e / v for k, (e, v) in served.items()},
                     "decisions": [
                         {**dataclasses.asdict(j), "day": j.day.isoformat(), "right": j.right}
                         for j in judged

@@ -42,6 +42,7 @@ from retrain_assets.machines.engine import advance
 from retrain_assets.machines.store import latest_notes
 from retrain_assets.machines.table import FAILED
 from retrain_assets.machines.training import JOB_ID, start_training, training_machine
+from retrain_assets.models.gate_evidence import GateRules
 from retrain_assets.models.resources import GpuServiceResource, training_services
 from retrain_assets.models.run_key import code_commit, run_key
 from retrain_assets.policy.run_decision import claim_for_run, manual_decision, policy_window
@@ -96,10 +97,19 @@ class TrainingJobConfig(dg.Config):
         None, description="GPU-service fault injection (tests; needs --allow-faults)"
     )
 
+    def export_holdout_days(self) -> int:
+        """Return the days the export keeps apart: enough for the gate's windows too.
+
+        RETRAIN_GATE_WINDOWS x RETRAIN_GATE_WINDOW_DAYS longer than `holdout_days` (issue 26:
+        the gate judges several rolling-origin windows the candidate never trained on) makes
+        the holdout that long; the defaults (1 x 7) leave it as it is.
+        """
+        return max(self.holdout_days, GateRules.from_settings().holdout_days)
+
     def training_config(self) -> dict[str, object]:
         """Return what determines the trained model (part of the run key)."""
         return {
-            "holdout_days": self.holdout_days,
+            "holdout_days": self.export_holdout_days(),
             "params": {
                 "num_boost_round": self.num_boost_round,
                 "learning_rate": self.learning_rate,
@@ -177,7 +187,8 @@ def training_job(
         ref = policy_window(db_url, customer)
     key = run_key(ref.sha_for(customer), FEATURE_VERSION, config.training_config(), code_commit())
     frame = customer_rows(partition_storage.store(), customer, ref)
-    evidence = judge_snapshot(db_url, customer, ref, frame, config.holdout_days)
+    holdout_days = config.export_holdout_days()
+    evidence = judge_snapshot(db_url, customer, ref, frame, holdout_days)
     spec: dict[str, object] = {
         "customer": customer,
         "label": LABEL,
@@ -198,7 +209,7 @@ def training_job(
         partition_storage.store(),
         customer,
         ref,
-        config.holdout_days,
+        holdout_days,
         export_folder(partition_storage.store(), customer, key),
         frame,
     )

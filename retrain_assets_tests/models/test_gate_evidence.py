@@ -183,3 +183,14 @@ def test_the_evidence_rule_decides_when_chosen_and_keeps_the_margins_verdict_bes
     assert outcome.verdict.reason == shown["reason"] and shown["reason"].startswith(shown["rule"])
     assert str(shown["margin_verdict"]).startswith(("pass: candidate WAPE", "fail: candidate"))
     assert outcome.verdict.margin == 0.03  # the tolerance the evidence rule used
+
+
+def test_the_export_keeps_a_holdout_long_enough_for_the_gates_windows(monkeypatch):
+    from retrain_assets.models.training_job_asset import TrainingJobConfig
+
+    assert TrainingJobConfig().export_holdout_days() == 7
+    monkeypatch.setenv("RETRAIN_GATE_WINDOWS", "4")
+    config = TrainingJobConfig()
+    assert config.export_holdout_days() == 28
+    assert config.training_config()["holdout_days"] == 28  # a different export, another key
+    assert TrainingJobConfig(holdout_days=35).export_holdout_days() == 35
