@@ -2,8 +2,11 @@
 
 `make test` runs the suite in several workers (`--dist loadgroup`). A group runs whole in one
 worker, so:
-- every test that uses the session's `shared_platform` is one group: the platform is started
-  once, not once per worker;
+- every test that uses the session's `shared_platform` is in one of two groups: the rollouts
+  and the UI journeys, and the rest (training admin, windows and outages, feature backfill).
+  A group runs whole in one worker, whose session starts its platform once; the two groups
+  usually land in two workers, so two platforms run side by side (one group of all of them
+  had become the suite's critical path: 18 minutes of tests in a row);
 - every other test stays with its file: a module-scoped platform (the policy daemon's, the
   chaos suite's) is started once too.
 Groups are handed out in the order of the collection, so the longest go first (longest
@@ -17,10 +20,17 @@ from __future__ import annotations
 import pytest
 
 SHARED_PLATFORM_FIXTURE = "shared_platform"
-SHARED_PLATFORM_GROUP = "shared-platform"
+SHARED_PLATFORM_GROUP = "shared-platform"  # the rest of the platform's users
+ROLLOUTS_AND_UI_GROUP = "shared-platform-rollouts-ui"
+# the files of the second group, by path prefix (each file stays whole: module fixtures)
+ROLLOUTS_AND_UI = (
+    "retrain_assets_tests/deployment/test_rollout_daemon.py",
+    "retrain_assets_tests/ui/",
+)
 # The groups measured longest (docs/tests.md has the figures), longest first. A group not
 # named here comes after them, system tests before the rest.
 LONGEST_GROUPS = (
+    ROLLOUTS_AND_UI_GROUP,
     SHARED_PLATFORM_GROUP,
     "retrain_assets_tests/chaos/test_chaos_system.py",
     "retrain_assets_tests/policy/test_policy_daemon.py",
@@ -31,8 +41,10 @@ LONGEST_GROUPS = (
 
 
 def group_of(item: pytest.Item) -> str:
-    """Return the group of a test: the shared platform's, else its file's."""
+    """Return the group of a test: one of the shared platform's two, else its file's."""
     if SHARED_PLATFORM_FIXTURE in getattr(item, "fixturenames", ()):
+        if item.nodeid.startswith(ROLLOUTS_AND_UI):
+            return ROLLOUTS_AND_UI_GROUP
         return SHARED_PLATFORM_GROUP
     return item.nodeid.split("::", 1)[0]
 
