@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -163,11 +164,19 @@ def judge_with_evidence(
         )
         return _verdict(False, "evidence", why, shown)
     change = _relative_change(units)
-    low, high = _interval(units, rules)
+    bounds = _interval(units, rules)
+    if bounds is None:
+        why = (
+            f"{NOT_ENOUGH}: no bootstrap interval over {len(units)} store-days (the reference's "
+            "absolute error sums to 0 in some resamples)"
+        )
+        return _verdict(False, "evidence", why, shown)
+    low, high, method = bounds
     shown |= {
         "wape_change": change,
         "interval_low": low,
         "interval_high": high,
+        "interval_method": method,
         "confidence": rules.confidence,
         "tolerance": rules.tolerance,
     }
@@ -316,9 +325,13 @@ def _relative_change(units: np.ndarray) -> float:
     return float((units[:, 0].sum() - reference) / reference) if reference > 0 else 0.0
 
 
-def _interval(units: np.ndarray, rules: GateRules) -> tuple[float, float]:
-    """Return the paired bootstrap interval of the relative change (BCa; fixed seed)."""
-    from scipy.stats import bootstrap  # here: loading the code location skips scipy.stats
+def _interval(units: np.ndarray, rules: GateRules) -> tuple[float, float, str] | None:
+    """Return the paired bootstrap interval of the relative change and its method.
+
+    BCa, else percentile where BCa's correction is undefined; a fixed seed.
+    """
+    from scipy.stats import DegenerateDataWarning, bootstrap  # here: the code location loads
+    # without scipy.stats
 
     def statistic(c: np.ndarray, r: np.ndarray, axis: int = -1) -> np.ndarray:
         reference = r.sum(axis=axis)
@@ -326,19 +339,21 @@ def _interval(units: np.ndarray, rules: GateRules) -> tuple[float, float]:
 
     if units[:, 1].sum() <= 0 or np.ptp(units[:, 0] - units[:, 1]) == 0:
         change = _relative_change(units)
-        return change, change  # no spread: every resample gives the same change
+        return change, change, "none (no spread)"  # every resample gives the same change
     for method in ("BCa", "percentile"):  # BCa's correction is undefined on a few ties
-        result = bootstrap(
-            (units[:, 0], units[:, 1]),
-            statistic,
-            paired=True,
-            vectorized=True,
-            confidence_level=rules.confidence,
-            n_resamples=rules.resamples,
-            method=method,
-            rng=np.random.default_rng(26),  # a verdict must not change when re-run
-        )
+        with warnings.catch_warnings():  # said by the verdict instead (percentile, or none)
+            warnings.simplefilter("ignore", DegenerateDataWarning)
+            result = bootstrap(
+                (units[:, 0], units[:, 1]),
+                statistic,
+                paired=True,
+                vectorized=True,
+                confidence_level=rules.confidence,
+                n_resamples=rules.resamples,
+                method=method,
+                rng=np.random.default_rng(26),  # a verdict must not change when re-run
+            )
         low, high = result.confidence_interval
         if np.isfinite(low) and np.isfinite(high):
-            return float(low), float(high)
-    raise ValueError(f"the bootstrap interval is not finite ({low}, {high}) on {len(units)} units")
+            return float(low), float(high), method
+    return None  # resamples whose reference error sums to 0: no interval to judge by

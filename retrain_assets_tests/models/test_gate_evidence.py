@@ -55,7 +55,7 @@ def test_a_clearly_better_candidate_passes_on_the_interval_with_its_numbers():
     assert verdict.passed and verdict.rule == "interval"
     shown = verdict.metadata
     assert float(shown["interval_low"]) <= float(shown["wape_change"]) < 0
-    assert float(shown["interval_high"]) < 0
+    assert float(shown["interval_high"]) < 0 and shown["interval_method"] == "BCa"
     assert shown["store_days"] == 21 and shown["rows_scored"] == 105
     assert verdict.reason.startswith("interval: better, and not worse by more than 2%: WAPE ")
     assert "paired bootstrap over 21 store-days, 105 rows, 1 window(s) of 7 days" in verdict.reason
@@ -194,3 +194,15 @@ def test_the_export_keeps_a_holdout_long_enough_for_the_gates_windows(monkeypatc
     assert config.export_holdout_days() == 28
     assert config.training_config()["holdout_days"] == 28  # a different export, another key
     assert TrainingJobConfig(holdout_days=35).export_holdout_days() == 35
+
+
+def test_a_reference_without_error_in_most_store_days_gives_no_interval_and_no_pass():
+    frame = holdout()
+    reference = frame["units_sold"].to_numpy().copy()
+    reference[:3] += 5.0  # the reference misses only the first three rows (one store-day)
+    verdict = judge(frame, noisy(frame, 1, 2), reference)
+    assert not verdict.passed and verdict.rule == "evidence"
+    assert verdict.reason == (
+        "not enough evidence: no bootstrap interval over 21 store-days (the reference's "
+        "absolute error sums to 0 in some resamples)"
+    )
