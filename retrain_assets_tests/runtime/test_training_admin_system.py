@@ -8,7 +8,6 @@ used) and the run ends DONE through its gate. The job is trained once.
 """
 
 import datetime as dt
-import itertools
 import subprocess
 import sys
 import uuid
@@ -177,61 +176,3 @@ def test_retry_after_corrupted_downloads_costs_a_download_not_a_retrain(shared_p
         ("AWAIT_CANDIDATE", "AWAIT_CANDIDATE"),
     ]
 
-
-def test_a_download_that_fails_for_a_while_then_works_ends_done_by_itself(shared_platform):
-    """Issue 31: failed downloads wait between tries (2, 4, 8 s here); nobody has to retry."""
-    platform = shared_platform
-    spec = TenantSpec(f"flaky-{uuid.uuid4().hex[:6]}", "US", stores=2, items=3, seed=6)
-    name = spec.name
-    land_tenant(
-        str(platform.home / "landing"), spec, [START + dt.timedelta(days=i) for i in range(45)]
-    )
-    partitions = "SELECT partition FROM dynamic_partitions WHERE partitions_def_name = 'customers'"
-    wait_until(lambda: (name,) in platform.query("dagster", partitions), 90, f"{name} discovered")
-    publish_days(platform, "sales", "2025-01-01", "2025-02-14")
-    publish_days(platform, "store_day_features", "2025-01-29", "2025-02-14")
-
-    sensor_id = platform.graphql(SENSOR, {"selector": POLLER})["sensorOrError"]["id"]
-    assert platform.graphql(STOP, {"id": sensor_id})["stopSensor"]["__typename"] == (
-        "StopSensorMutationResult"
-    )
-    try:
-        train(platform, name, "2025-01-29", "2025-02-14")
-        state, _key, job_id, _ = machine(platform, name)
-        assert state == "POLL_JOB"
-        wait_until(
-            lambda: gpu_job(platform, job_id)["status"] == "succeeded", 120, f"GPU job {job_id}"
-        )
-        model = platform.home / "gpu" / "jobs" / job_id / "model.txt"
-        original = model.read_bytes()
-        model.write_bytes(original + b"\ncorrupted in transit")
-    finally:
-        started = platform.graphql(START_SENSOR, {"selector": POLLER})["startSensor"]
-        assert started["__typename"] == "Sensor", started
-
-    failed_downloads = (
-        "SELECT finished_at, error, note FROM machine_history WHERE machine = 'training'"
-        " AND customer = %s AND state = 'DOWNLOAD_SAVE' AND NOT ok ORDER BY id"
-    )
-    wait_until(
-        lambda: len(platform.query("app", failed_downloads, (name,))) >= 2,
-        120,
-        "two failed downloads",
-    )
-    model.write_bytes(original)  # the artifact store is back
-    wait_until(lambda: machine(platform, name)[0] == "DONE", 240, "the run to end DONE by itself")
-
-    failures = platform.query("app", failed_downloads, (name,))
-    assert 2 <= len(failures) < 5
-    assert all("sha256" in error for _, error, _ in failures)
-    assert all("next try of DOWNLOAD_SAVE (visit" in note for _, _, note in failures)
-    gaps = [(b[0] - a[0]).total_seconds() for a, b in itertools.pairwise(failures)]
-    assert all(gap >= 1.5 for gap in gaps), gaps  # waited, not back to back
-    job = gpu_job(platform, job_id)
-    assert job["attempt"] == 1 and len(job["runs"]) == 1  # trained once
-    env = {**up_environment(platform.home, platform.port), **platform.environment()}
-    status = subprocess.run(
-        [CLI, "status", "--customer", name], env=env, capture_output=True, text=True, timeout=120
-    )
-    assert status.returncode == 0, status.stderr
-    assert f"{name}" in status.stdout and "DONE" in status.stdout
