@@ -85,6 +85,10 @@ def test_a_winner_is_registered_once_as_challenger_and_retries_change_nothing(mo
     assert passed.passed, passed.description
     assert passed.partition == CUSTOMER
     assert passed.metadata["reference"].value == "seasonal naive (same weekday last week)"
+    # the margin decided (the default); the evidence is shown beside it (issue 26)
+    assert passed.metadata["rule"].value == "margin"
+    assert passed.metadata["interval_low"].value <= passed.metadata["interval_high"].value
+    assert str(passed.metadata["evidence_verdict"].value).startswith(("pass (", "fail ("))
 
     [version] = registry.versions_of(CUSTOMER, key)
     assert version.aliases == ["challenger"]
