@@ -205,6 +205,7 @@ class Replay:
         approve_drift: bool,
         gate: Gate | None = None,
         holdout_days: int = HOLDOUT_DAYS,
+        refit: bool = False,
         say: Callable[[str], None] = print,
     ) -> None:
         """Simulate every tenant's sales and features through `days` + 28 demo days."""
@@ -216,6 +217,7 @@ class Replay:
         self.rules = EvidenceRules.from_settings()
         self.gate = gate
         self.holdout_days = HOLDOUT_DAYS if gate is None else max(HOLDOUT_DAYS, holdout_days)
+        self.refit = refit and self.holdout_days > HOLDOUT_DAYS
         last = HISTORY_END + dt.timedelta(days=days + HINDSIGHT_DAYS)
         self.features = {spec.name: tenant_features(spec, last) for spec in DEMO_TENANTS}
         self.by_day = {
@@ -437,18 +439,19 @@ class Replay:
             folder / "job",
         )
         tenant.versions += 1
-        candidate = Model(
+        gated = Model(
             f"v{tenant.versions} ({day})", lightgbm_predictor(str(result.model_path)), day
         )
+        candidate = self.refitted(gated, name, ref, frame, folder) if self.refit else gated
         tenant.models[candidate.name] = candidate
         reference = tenant.champion or tenant.challenger or NAIVE
         if self.gate is None:
             outcome = judge_candidate(
-                holdout, candidate.predict, reference.reference(), self.margin, evidence=evidence
+                holdout, gated.predict, reference.reference(), self.margin, evidence=evidence
             )
             verdict, shown = outcome.verdict, dict(outcome.metadata)
         else:
-            verdict, shown = self.gate(self, tenant, holdout, candidate, reference, evidence)
+            verdict, shown = self.gate(self, tenant, holdout, gated, reference, evidence)
         gate = Judged(
             name, "gate", day, candidate.name, reference.name, verdict.passed, verdict.reason
         )
@@ -469,8 +472,9 @@ class Replay:
         tenant.challenger = candidate
         if busy:
             return
+        newest = holdout[holdout["date"] > holdout["date"].max() - pd.Timedelta(days=7)]
         check = judge_candidate(
-            holdout,  # the newest days with actuals: none after the holdout yet (same day)
+            newest,  # the 7 newest days with actuals: none after the holdout yet (same day)
             candidate.predict,
             tenant.champion.reference() if tenant.champion else None,
             self.settings.deploy_margin,
@@ -490,6 +494,22 @@ class Replay:
             self.settings.step_weights,
             0,
             day + dt.timedelta(days=1),
+        )
+
+    def refitted(
+        self, gated: Model, name: str, ref: Any, frame: pd.DataFrame, folder: Path
+    ) -> Model:
+        """Return the model deployed after a gate on a longer holdout: the same training on
+        the window up to its last 7 days (`--refit`, a what-if: a second GPU job)."""
+        export = export_customer(
+            self.store, name, ref, HOLDOUT_DAYS, UPath(folder / "refit"), frame
+        )
+        result = train(
+            TrainingSpec(customer=name, dataset_url=export.train_path, features=MODEL_FEATURES),
+            folder / "refit-job",
+        )
+        return Model(
+            f"{gated.name} refit", lightgbm_predictor(str(result.model_path)), gated.decided
         )
 
     # -- hindsight ------------------------------------------------------------------------
@@ -711,6 +731,12 @@ def main(argv: list[str] | None = None) -> int:
         "evidence: models/gate_evidence.py (windows, paired bootstrap, store guard; "
         "RETRAIN_GATE_* settings, the export's holdout as long as the windows)",
     )
+    parser.add_argument(
+        "--refit",
+        action="store_true",
+        help="what-if (not the platform's): after gating on a holdout longer than 7 days, "
+        "deploy the same training on the window up to its last 7 days",
+    )
     parser.add_argument("--json", type=Path, help="write every judged decision here")
     parser.add_argument("--quiet", action="store_true", help="no line per decision while replaying")
     args = parser.parse_args(argv)
@@ -726,6 +752,7 @@ def main(argv: list[str] | None = None) -> int:
             args.approve_drift,
             gate=evidence_gate(rules) if args.gate == "evidence" else None,
             holdout_days=rules.holdout_days,
+            refit=args.refit,
             say=(lambda _: None) if args.quiet else print,
         )
         judged = replay.run()
