@@ -175,4 +175,3 @@ def test_retry_after_corrupted_downloads_costs_a_download_not_a_retrain(shared_p
         ("CHECK_LAST_TRAIN", "AWAIT_CANDIDATE"),
         ("AWAIT_CANDIDATE", "AWAIT_CANDIDATE"),
     ]
-
