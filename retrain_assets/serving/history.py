@@ -42,7 +42,7 @@ from retrain_assets.features.served_features import (
 )
 from retrain_assets.features.training_export import MODEL_FEATURES
 from retrain_assets.serving.routing import request_key
-from retrain_assets.store.server import libpq_url
+from retrain_assets.serving.table_watch import TableWatch
 
 log = logging.getLogger(__name__)
 
@@ -262,18 +262,13 @@ class HistoryCache:
             return list(self._tables)
 
 
-class PublicationWatcher:
+class PublicationWatcher(TableWatch):
     """Reads `feature_snapshots` every `interval` s; a change rebuilds the tables held."""
 
     def __init__(self, url: str, cache: HistoryCache, interval: float) -> None:
         """Watch the project database at `url` for `cache`."""
-        self.url = url
+        super().__init__(url, interval, "feature_snapshots")
         self.cache = cache
-        self.interval = interval
-        self.last_error: str | None = None
-        self._conn: psycopg2.extensions.connection | None = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="history-refresher", daemon=True)
 
     def refresh(self) -> None:
         """Read the publication once; rebuild the held tables it made stale.
@@ -282,10 +277,7 @@ class PublicationWatcher:
             psycopg2.Error: Postgres did not answer.
         """
         try:
-            if self._conn is None or self._conn.closed:
-                self._conn = psycopg2.connect(libpq_url(self.url), connect_timeout=5)
-                self._conn.autocommit = True
-            publication = read_publication(self._conn)
+            publication = read_publication(self._connection())
         except psycopg2.Error:
             self._close()
             raise
@@ -298,34 +290,3 @@ class PublicationWatcher:
                     len(stale),
                 )
             self.cache.refresh(stale)
-
-    def start(self) -> None:
-        """Start watching in the background."""
-        self._thread.start()
-
-    def stop(self, timeout: float = 10.0) -> None:
-        """Stop watching."""
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout)
-
-    def _run(self) -> None:
-        try:
-            while not self._stop.is_set():
-                try:
-                    self.refresh()
-                except psycopg2.Error as error:
-                    reason = str(error).strip() or type(error).__name__
-                    if self.last_error != reason:
-                        log.warning("cannot read feature_snapshots: %s", reason)
-                    self.last_error = reason
-                else:
-                    self.last_error = None
-                self._stop.wait(self.interval)
-        finally:
-            self._close()
-
-    def _close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None

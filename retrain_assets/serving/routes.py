@@ -16,15 +16,13 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import threading
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
 import psycopg2
 import psycopg2.extensions
 
-from retrain_assets.store.server import libpq_url
+from retrain_assets.serving.table_watch import TableWatch
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +102,7 @@ class RouteTable:
         return sorted(self._routes)
 
 
-class RouteRefresher:
+class RouteRefresher(TableWatch):
     """Keeps a RouteTable up to date from Postgres in a background thread."""
 
     def __init__(
@@ -118,19 +116,13 @@ class RouteRefresher:
 
         `preload` raises when a version cannot be loaded; the route then waits.
         """
-        self.url = url
+        super().__init__(url, interval, "serving_routes")
         self.table = table
         self.preload = preload
-        self.interval = interval
-        self.last_error: str | None = None
-        self.last_success: float | None = None
-        self._conn: psycopg2.extensions.connection | None = None
         self._watermark: dt.datetime | None = None
         self._reads = 0
         self._pending: dict[str, Route] = {}
         self._failed: dict[str, str] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="route-refresher", daemon=True)
 
     # -- one refresh ----------------------------------------------------------------------
 
@@ -198,46 +190,6 @@ class RouteRefresher:
         """Return the customers whose newest route waits for a version to load."""
         return sorted(self._pending)
 
-    # -- the thread -------------------------------------------------------------------------
-
-    def start(self) -> None:
-        """Start refreshing in the background (the first refresh reads the whole table)."""
-        self._thread.start()
-
-    def stop(self, timeout: float = 10.0) -> None:
-        """Stop refreshing and close the connection."""
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout)
-
-    def _run(self) -> None:
-        try:
-            while not self._stop.is_set():
-                try:
-                    self.refresh()
-                except psycopg2.Error as error:
-                    reason = str(error).strip() or type(error).__name__
-                    if self.last_error != reason:
-                        log.warning("cannot read serving_routes: %s", reason)
-                    self.last_error = reason
-                else:
-                    self.last_error = None
-                    self.last_success = time.monotonic()
-                self._stop.wait(self.interval)
-        finally:
-            self._close()
-
     def healthy(self) -> bool:
         """Return whether the table has been read and the latest read succeeded."""
         return self.table.loaded and self.last_error is None
-
-    def _connection(self) -> psycopg2.extensions.connection:
-        if self._conn is None or self._conn.closed:
-            self._conn = psycopg2.connect(libpq_url(self.url), connect_timeout=5)
-            self._conn.autocommit = True
-        return self._conn
-
-    def _close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
