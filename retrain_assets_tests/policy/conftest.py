@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import dagster as dg
 import pytest
 
+from retrain_assets.customers import CUSTOMERS
 from retrain_assets.store.customers import register_customer
 from retrain_assets.store.snapshots import SnapshotRecord, publish_snapshot
 from retrain_assets_tests.policy.days import day
@@ -47,3 +49,10 @@ def publish(db: str) -> Publish:
             )
 
     return _publish
+
+
+@pytest.fixture
+def instance(dagster_instance: dg.DagsterInstance) -> dg.DagsterInstance:
+    """A Dagster instance for test that knows customers `acme` and `bolt`."""
+    dagster_instance.add_dynamic_partitions(CUSTOMERS.name, ["acme", "bolt"])
+    return dagster_instance

@@ -2,38 +2,18 @@
 
 import datetime as dt
 
-import dagster as dg
-import pytest
-
-from retrain_assets.automation.retraining_policy import retraining_policy
-from retrain_assets.customers import CUSTOMERS
-from retrain_assets.features.parquet_store import PartitionStorage
-from retrain_assets.policy.decisions import Decision, list_decisions, record_decision
+from retrain_assets.policy.decisions import list_decisions
 from retrain_assets.policy.deferrals import (
     clear_deferrals,
     deferral_lines,
     deferrals,
     record_deferral,
 )
-from retrain_assets.policy.drift import DriftMeasure
-from retrain_assets.policy.history import choose_window
 from retrain_assets.policy.rule import policy_outcome
-from retrain_assets.policy.thresholds import DEFAULTS, PolicySettings, set_settings
-from retrain_assets.store.resource import ProjectDatabase
+from retrain_assets.policy.thresholds import set_settings
 from retrain_assets.store.snapshots import latest_snapshots
 from retrain_assets_tests.policy.days import day
-
-SETTINGS = PolicySettings(min_new_rows=500, min_history_days=20, drift_recent_days=3)
-
-
-def no_drift(last: Decision, recent: list[dt.date]) -> DriftMeasure:
-    return DriftMeasure(0.1, "price", recent[0], recent[-1])
-
-
-def trained_through(db: str, last: int, customer: str = "acme") -> Decision:
-    ref = choose_window(latest_snapshots(db), DEFAULTS.window_days)
-    assert ref.last_day == day(last)
-    return record_decision(db, customer, "manual", "test", ref, "test", dagster_run_id="r1")
+from retrain_assets_tests.policy.policy_world import SETTINGS, no_drift, tick, trained_through
 
 
 def decide(db, last, now, customer="acme"):
@@ -79,20 +59,6 @@ def test_the_deferral_is_recorded_shown_and_cleared_when_rows_arrive(db):
     assert line.endswith(": deferred: no data from acme since 2026-02-12")
     assert clear_deferrals(db, ["acme", "bolt"]) == 1
     assert deferrals(db) == []
-
-
-@pytest.fixture
-def instance(dagster_instance: dg.DagsterInstance) -> dg.DagsterInstance:
-    dagster_instance.add_dynamic_partitions(CUSTOMERS.name, ["acme", "bolt"])
-    return dagster_instance
-
-
-def tick(instance, db, tmp_path) -> dg.SensorResult:
-    resources = {
-        "project_db": ProjectDatabase(url=db),
-        "partition_storage": PartitionStorage(base_url=str(tmp_path / "storage")),
-    }
-    return retraining_policy(dg.build_sensor_context(instance=instance, resources=resources))
 
 
 def test_the_sensor_records_the_deferral_and_drops_it_once_rows_arrive(

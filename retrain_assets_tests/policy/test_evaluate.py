@@ -4,26 +4,13 @@ import datetime as dt
 
 import pytest
 
-from retrain_assets.policy.decisions import Decision, record_decision
+from retrain_assets.policy.decisions import Decision
 from retrain_assets.policy.drift import DriftMeasure
 from retrain_assets.policy.history import choose_window, new_rows
 from retrain_assets.policy.rule import policy_outcome
-from retrain_assets.policy.thresholds import DEFAULTS, PolicySettings
 from retrain_assets.store.snapshots import latest_snapshots
 from retrain_assets_tests.policy.days import day
-
-SETTINGS = PolicySettings(min_new_rows=500, min_history_days=20, drift_recent_days=3)
-
-
-def no_drift(last: Decision, recent: list[dt.date]) -> DriftMeasure:
-    return DriftMeasure(0.1, "price", recent[0], recent[-1])
-
-
-def trained_through(db: str, last: int, customer: str = "acme") -> Decision:
-    """Record a decision on days 0..last, as if the customer was trained on them."""
-    ref = choose_window(latest_snapshots(db), DEFAULTS.window_days)
-    assert ref.last_day == day(last)
-    return record_decision(db, customer, "manual", "test", ref, "test", dagster_run_id="r1")
+from retrain_assets_tests.policy.policy_world import SETTINGS, no_drift, trained_through
 
 
 def decide(db, last, now, settings=SETTINGS, busy=None, drift_of=no_drift, customer="acme"):

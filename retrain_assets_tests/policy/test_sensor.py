@@ -25,20 +25,7 @@ from retrain_assets.store.database import transaction
 from retrain_assets.store.resource import ProjectDatabase
 from retrain_assets.store.snapshots import latest_snapshots
 from retrain_assets_tests.policy.days import day
-
-
-@pytest.fixture
-def instance(dagster_instance: dg.DagsterInstance) -> dg.DagsterInstance:
-    dagster_instance.add_dynamic_partitions(CUSTOMERS.name, ["acme", "bolt"])
-    return dagster_instance
-
-
-def tick(instance, db, tmp_path) -> dg.SensorResult:
-    resources = {
-        "project_db": ProjectDatabase(url=db),
-        "partition_storage": PartitionStorage(base_url=str(tmp_path / "storage")),
-    }
-    return retraining_policy(dg.build_sensor_context(instance=instance, resources=resources))
+from retrain_assets_tests.policy.policy_world import tick
 
 
 def test_a_tick_evaluated_twice_decides_once_and_requests_the_same_run_key(
