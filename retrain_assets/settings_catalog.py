@@ -225,6 +225,27 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("RETRAIN_GATE_RESAMPLES", "bootstrap resamples of the evidence gate", "`2000`"),
     Setting(
+        "RETRAIN_INTERVAL_LEVELS",
+        "prediction-interval levels (percentages in (0, 100), comma-separated) the trainer "
+        "computes and the prediction service answers (`lower_80`, `upper_80`, ...); `none`: "
+        "no intervals (prediction_intervals.py)",
+        "`80,95`",
+    ),
+    Setting(
+        "RETRAIN_INTERVAL_WINDOWS",
+        "rolling-origin refits whose errors give the intervals' widths (2 to 12)",
+        "`2`",
+    ),
+    Setting(
+        "RETRAIN_INTERVAL_WINDOW_DAYS", "days each rolling-origin refit forecasts (1 to 28)", "`7`"
+    ),
+    Setting(
+        "RETRAIN_INTERVAL_COVERAGE_TOLERANCE",
+        "how far below its level a candidate's interval may cover the holdout's actuals before "
+        "`beats_champion` fails it (0.10: an 80 % interval must cover at least 70 %)",
+        "`0.10`",
+    ),
+    Setting(
         "RETRAIN_LANDING_INTERVAL_SECONDS",
         "how often `landing_arrivals` looks at the landing zone",
         "`60`",

@@ -15,7 +15,15 @@ PACKAGE = Path(__file__).resolve().parent.parent / "retrain_assets"
 
 # Bottom first. Packages in one layer are independent: neither imports the other.
 LAYERS: list[set[str]] = [
-    {"__init__", "asset_keys", "customer_names", "settings", "settings_catalog", "server_process"},
+    {
+        "__init__",
+        "asset_keys",
+        "customer_names",
+        "settings",
+        "settings_catalog",
+        "server_process",
+        "prediction_intervals",
+    },
     {"customers", "landing"},
     {"store", "registry"},
     {"features", "gpu"},

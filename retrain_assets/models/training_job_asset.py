@@ -47,6 +47,7 @@ from retrain_assets.models.resources import GpuServiceResource, training_service
 from retrain_assets.models.run_key import code_commit, run_key
 from retrain_assets.policy.run_decision import claim_for_run, manual_decision, policy_window
 from retrain_assets.policy.thresholds import settings_for
+from retrain_assets.prediction_intervals import IntervalRules
 from retrain_assets.store.resource import ProjectDatabase
 from retrain_assets.store.snapshot_ref import SnapshotRef, resolve_snapshot
 from retrain_assets.store.snapshots import latest_snapshots
@@ -119,6 +120,7 @@ class TrainingJobConfig(dg.Config):
             },
             "features": MODEL_FEATURES,
             "label": LABEL,
+            "intervals": IntervalRules.from_settings().as_spec(),
         }
 
 
@@ -197,6 +199,9 @@ def training_job(
         "checkpoint_every": config.checkpoint_every,
         **({"faults": config.faults.as_spec()} if config.faults else {}),
     }
+    intervals = config.training_config()["intervals"]
+    if intervals is not None:  # the trainer computes the widths the model carries
+        spec["intervals"] = intervals
     machine = training_machine()
     judged = evidence.as_metadata()
     if not evidence.enough:  # refused by the machine's INITIAL, recorded, nothing exported

@@ -73,6 +73,23 @@ class Faults(_Strict):
     )
 
 
+class IntervalSpec(_Strict):
+    """Prediction intervals to compute after training (prediction_intervals.py's method)."""
+
+    levels: list[Annotated[float, Field(gt=0, lt=100)]] = Field(min_length=1, max_length=5)
+    windows: int = Field(2, ge=2, le=12, description="rolling-origin refits (at least 2)")
+    window_days: int = Field(7, ge=1, le=28)
+    date_column: ColumnName = "date"
+
+    @field_validator("levels")
+    @classmethod
+    def _distinct(cls, levels: list[float]) -> list[float]:
+        """Refuse a level listed twice (two fields of one name in every answer)."""
+        if len(set(levels)) != len(levels):
+            raise ValueError("levels must not repeat")
+        return sorted(levels)
+
+
 class TrainingSpec(_Strict):
     """What to train: which customer, which exported dataset, which columns, which settings."""
 
@@ -90,6 +107,7 @@ class TrainingSpec(_Strict):
     params: TrainingParams = Field(default_factory=TrainingParams)
     checkpoint_every: int = Field(25, ge=1, le=MAX_ROUNDS)
     faults: Faults | None = None
+    intervals: IntervalSpec | None = None
 
     @field_validator("customer")
     @classmethod

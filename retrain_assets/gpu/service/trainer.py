@@ -5,6 +5,10 @@ checkpoint file (never from the booster in memory). An uninterrupted run and one
 stopped and resumed from a checkpoint therefore do exactly the same computation and write
 byte-identical models. The trainer knows nothing of HTTP or the database: the worker hands it
 hooks for progress, checkpoints and injected faults.
+
+A spec with `intervals` also gets prediction intervals after the model is written: refits
+before rolling origins (`conformal.py`) whose errors give each level's width, returned among
+the metrics (`interval_halfwidth_80`, ...), so the artifact carries them.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import lightgbm as lgb
 import numpy as np
 import pandas as pd
 
+from retrain_assets.gpu.service.conformal import conformal_intervals
 from retrain_assets.gpu.service.schemas import TrainingParams, TrainingSpec
 
 MODEL_FILE = "model.txt"
@@ -91,8 +96,21 @@ def read_dataset(
     Rows without a label are dropped (nothing to learn from); missing feature values stay NaN,
     which LightGBM handles. A missing or non-numeric column is an error naming it.
     """
+    matrix, labels, _ = read_training_rows(dataset_url, features, label, None)
+    return matrix, labels
+
+
+def read_training_rows(
+    dataset_url: str, features: list[str], label: str, date_column: str | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Return `read_dataset`'s matrix and label, and each row's day when `date_column` is set.
+
+    The days place the rolling origins of the prediction intervals; a missing or unreadable
+    date column is an error naming it.
+    """
     frame = pd.read_parquet(dataset_path(dataset_url))
-    missing = [column for column in [*features, label] if column not in frame.columns]
+    wanted = [*features, label, *([date_column] if date_column else [])]
+    missing = [column for column in wanted if column not in frame.columns]
     if missing:
         raise ValueError(f"dataset {dataset_url} has no column(s) {missing}")
     frame = frame[frame[label].notna()]
@@ -104,7 +122,15 @@ def read_dataset(
             columns.append(frame[column].astype("float64").to_numpy())
         except (TypeError, ValueError) as err:
             raise ValueError(f"column {column!r} is not numeric: {err}") from err
-    return np.column_stack(columns[:-1]), columns[-1]
+    days = None
+    if date_column:
+        try:
+            days = pd.to_datetime(frame[date_column]).to_numpy(dtype="datetime64[D]")
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"column {date_column!r} does not hold dates: {err}") from err
+        if np.isnat(days).any():
+            raise ValueError(f"column {date_column!r} has {int(np.isnat(days).sum())} empty day(s)")
+    return np.column_stack(columns[:-1]), columns[-1], days
 
 
 def checkpoint_file(job_dir: Path, round_no: int) -> Path:
@@ -128,7 +154,10 @@ def train(
     total = spec.params.num_boost_round
     if start_round and (checkpoint is None or not checkpoint.is_file()):
         raise FileNotFoundError(f"checkpoint for round {start_round} is missing: {checkpoint}")
-    features, labels = read_dataset(spec.dataset_url, spec.features, spec.label)
+    intervals = spec.intervals
+    features, labels, days = read_training_rows(
+        spec.dataset_url, spec.features, spec.label, intervals.date_column if intervals else None
+    )
     params = lightgbm_params(spec.params)
     done = start_round
     while done < total:
@@ -152,6 +181,17 @@ def train(
     data = checkpoint.read_bytes()
     _write_atomically(model_path, data)
     metrics = _metrics(lgb.Booster(model_file=str(model_path)), features, labels, total)
+    if intervals is not None and days is not None:
+        metrics |= conformal_intervals(
+            features,
+            labels,
+            days,
+            params,
+            total,
+            intervals.levels,
+            intervals.windows,
+            intervals.window_days,
+        ).as_metrics()
     return TrainingResult(model_path, hashlib.sha256(data).hexdigest(), len(data), metrics)
 
 

@@ -1,0 +1,248 @@
+"""Prediction intervals: split-conformal widths from rolling-origin residuals (issue 26, part 4).
+
+The trainer refits the model on the rows before each of `windows` rolling origins, forecasts the
+`window_days` days after it, and keeps the absolute errors (the conformity scores mlforecast and
+statsforecast use). For a level of 80 the interval's half-width is the ceil((n + 1) x 0.80)-th
+smallest of the n scores, so on exchangeable rows at least 80 % of actuals fall within it. The
+bounds are the forecast minus and plus that width, the lower one clipped at 0 (demand is never
+negative). The widths travel with the model: in the artifact's metrics (`interval_*`), in the
+registered MLflow model's metadata, and the gate checks their coverage on the holdout. Why not
+mlforecast itself or quantile objectives: docs/decisions.md, issue 26 part 4.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+LEVELS_ENV = "RETRAIN_INTERVAL_LEVELS"
+WINDOWS_ENV = "RETRAIN_INTERVAL_WINDOWS"
+WINDOW_DAYS_ENV = "RETRAIN_INTERVAL_WINDOW_DAYS"
+TOLERANCE_ENV = "RETRAIN_INTERVAL_COVERAGE_TOLERANCE"
+DEFAULT_LEVELS = (80.0, 95.0)
+MAX_LEVELS = 5
+METHOD = "split conformal: absolute errors of rolling-origin refits"
+METADATA_KEY = "prediction_intervals"  # the registered MLflow model's metadata entry
+_PREFIX = "interval_"  # the artifact's metrics: interval_halfwidth_80, interval_windows, ...
+
+
+class InvalidIntervalSetting(ValueError):
+    """A level, window count or tolerance that cannot make intervals; the message says where."""
+
+
+def level_name(level: float) -> str:
+    """Return how a level is spelt in field names: 80 -> "80", 97.5 -> "97.5"."""
+    return f"{level:g}"
+
+
+def parse_levels(text: str, where: str = LEVELS_ENV) -> tuple[float, ...]:
+    """Return the levels of a comma-separated list ("80,95"), ascending; "" or "none": none.
+
+    Raises:
+        InvalidIntervalSetting: a level is not a number in (0, 100), repeats, or there are more
+            than MAX_LEVELS; the message names `where` and the level.
+    """
+    text = text.strip()
+    if text.lower() in ("", "none"):
+        return ()
+    levels: list[float] = []
+    for part in text.split(","):
+        try:
+            level = float(part.strip())
+        except ValueError:
+            raise InvalidIntervalSetting(
+                f"{where}: {part.strip()!r} is not a level (a percentage such as 80)"
+            ) from None
+        if not (math.isfinite(level) and 0 < level < 100):
+            raise InvalidIntervalSetting(
+                f"{where}: level {part.strip()} is outside (0, 100); levels are percentages"
+            )
+        if level in levels:
+            raise InvalidIntervalSetting(f"{where}: level {level_name(level)} is listed twice")
+        levels.append(level)
+    if len(levels) > MAX_LEVELS:
+        raise InvalidIntervalSetting(f"{where}: {len(levels)} levels; at most {MAX_LEVELS}")
+    return tuple(sorted(levels))
+
+
+def _int_setting(name: str, default: int, low: int, high: int) -> int:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise InvalidIntervalSetting(f"{name}: {raw!r} is not a whole number") from None
+    if not low <= value <= high:
+        raise InvalidIntervalSetting(f"{name}: {value} is outside [{low}, {high}]")
+    return value
+
+
+@dataclass(frozen=True)
+class IntervalRules:
+    """Which levels to compute and from how many rolling-origin windows (RETRAIN_INTERVAL_*)."""
+
+    levels: tuple[float, ...] = DEFAULT_LEVELS
+    windows: int = 2
+    window_days: int = 7
+
+    @classmethod
+    def from_settings(cls) -> IntervalRules:
+        """Return the rules the environment sets (InvalidIntervalSetting names a bad one)."""
+        raw = os.environ.get(LEVELS_ENV)
+        levels = DEFAULT_LEVELS if raw is None else parse_levels(raw)
+        return cls(
+            levels=levels,
+            windows=_int_setting(WINDOWS_ENV, cls.windows, 2, 12),
+            window_days=_int_setting(WINDOW_DAYS_ENV, cls.window_days, 1, 28),
+        )
+
+    def as_spec(self) -> dict[str, object] | None:
+        """Return the GPU job's `intervals` object, or None when no levels are asked for."""
+        if not self.levels:
+            return None
+        return {
+            "levels": list(self.levels),
+            "windows": self.windows,
+            "window_days": self.window_days,
+        }
+
+
+def coverage_tolerance() -> float:
+    """Return how far below its level an interval's holdout coverage may fall (default 0.10).
+
+    0.10 lets an 80 % interval cover 70 % of the holdout's actuals and no less.
+
+    Raises:
+        InvalidIntervalSetting: not a number in [0, 1).
+    """
+    raw = os.environ.get(TOLERANCE_ENV, "").strip()
+    if not raw:
+        return 0.10
+    try:
+        value = float(raw)
+    except ValueError:
+        raise InvalidIntervalSetting(f"{TOLERANCE_ENV}: {raw!r} is not a number") from None
+    if not (math.isfinite(value) and 0 <= value < 1):
+        raise InvalidIntervalSetting(
+            f"{TOLERANCE_ENV}: {raw} is outside [0, 1) (a fraction: 0.10 is ten points)"
+        )
+    return value
+
+
+def conformal_halfwidth(scores: np.ndarray, level: float) -> float | None:
+    """Return the split-conformal quantile of `scores` for `level`, None with too few scores.
+
+    The ceil((n + 1) x level / 100)-th smallest score: with fewer than that many scores no
+    finite width guarantees the level, so there is none.
+    """
+    finite = np.sort(np.asarray(scores, dtype=float)[np.isfinite(scores)])
+    rank = math.ceil((len(finite) + 1) * level / 100.0)
+    if rank > len(finite) or rank < 1:
+        return None
+    return float(finite[rank - 1])
+
+
+@dataclass(frozen=True)
+class IntervalTable:
+    """What a model carries: the half-width per level and the evidence behind it."""
+
+    halfwidths: Mapping[str, float]  # level name ("80") -> half-width in units
+    windows: int
+    scores: int  # how many rolling-origin errors the widths rest on
+
+    @classmethod
+    def from_scores(
+        cls, scores: np.ndarray, levels: Sequence[float], windows: int
+    ) -> IntervalTable | None:
+        """Return the table of every level `scores` can back, None when they back none."""
+        widths = {}
+        for level in levels:
+            width = conformal_halfwidth(scores, level)
+            if width is not None:
+                widths[level_name(level)] = width
+        if not widths:
+            return None
+        return cls(widths, windows, int(np.isfinite(scores).sum()))
+
+    def as_metrics(self) -> dict[str, float]:
+        """Return the table as the artifact's float metrics (`interval_halfwidth_80`, ...)."""
+        return {
+            **{f"{_PREFIX}halfwidth_{name}": w for name, w in self.halfwidths.items()},
+            f"{_PREFIX}windows": float(self.windows),
+            f"{_PREFIX}scores": float(self.scores),
+        }
+
+    @classmethod
+    def from_metrics(cls, metrics: Mapping[str, float]) -> IntervalTable | None:
+        """Return the table an artifact's metrics carry, None for a model without intervals."""
+        marker = f"{_PREFIX}halfwidth_"
+        widths = {
+            k.removeprefix(marker): float(v) for k, v in metrics.items() if k.startswith(marker)
+        }
+        if not widths:
+            return None
+        return cls(
+            widths,
+            int(metrics.get(f"{_PREFIX}windows", 0)),
+            int(metrics.get(f"{_PREFIX}scores", 0)),
+        )
+
+    def as_metadata(self) -> dict[str, object]:
+        """Return the table as the registered model's metadata entry (JSON)."""
+        return {
+            "method": METHOD,
+            "halfwidths": dict(self.halfwidths),
+            "windows": self.windows,
+            "scores": self.scores,
+        }
+
+    @classmethod
+    def from_metadata(cls, metadata: Mapping[str, object] | None) -> IntervalTable | None:
+        """Return the table of a registered model's metadata, None when it has none.
+
+        Raises:
+            ValueError: the entry is there but malformed (a corrupt artifact, said so).
+        """
+        entry = (metadata or {}).get(METADATA_KEY)
+        if entry is None:
+            return None
+        try:
+            widths = entry["halfwidths"]  # type: ignore[index]
+            table = cls(
+                {str(k): float(v) for k, v in widths.items()},
+                int(entry["windows"]),  # type: ignore[index]
+                int(entry["scores"]),  # type: ignore[index]
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as error:
+            raise ValueError(
+                f"malformed {METADATA_KEY} in the model's metadata: {error}"
+            ) from error
+        if any(not (math.isfinite(w) and w >= 0) for w in table.halfwidths.values()):
+            raise ValueError(f"{METADATA_KEY}: a half-width is negative or not finite")
+        return table
+
+
+def bounds(predictions: np.ndarray, halfwidth: float) -> tuple[np.ndarray, np.ndarray]:
+    """Return (lower, upper) around `predictions`; the lower bound is clipped at 0.
+
+    A prediction that is not finite has bounds that are not finite either (NaN).
+    """
+    predictions = np.asarray(predictions, dtype=float)
+    finite = np.isfinite(predictions)
+    lower = np.where(finite, np.maximum(predictions - halfwidth, 0.0), np.nan)
+    upper = np.where(finite, predictions + halfwidth, np.nan)
+    return lower, upper
+
+
+def coverage(actual: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> float:
+    """Return the share of actuals within [lower, upper] (NaN bounds never cover)."""
+    actual = np.asarray(actual, dtype=float)
+    if len(actual) == 0:
+        return math.nan
+    inside = (actual >= lower) & (actual <= upper)
+    return float(np.mean(inside))

@@ -1,0 +1,83 @@
+"""Prediction intervals' arithmetic: levels, the conformal quantile, what a model carries."""
+
+import math
+
+import numpy as np
+import pytest
+
+from retrain_assets.prediction_intervals import (
+    IntervalRules,
+    IntervalTable,
+    InvalidIntervalSetting,
+    bounds,
+    conformal_halfwidth,
+    coverage,
+    coverage_tolerance,
+    parse_levels,
+)
+
+
+def test_levels_parse_sorted_and_bad_ones_are_named() -> None:
+    assert parse_levels("95, 80") == (80.0, 95.0)
+    assert parse_levels("97.5") == (97.5,)
+    assert parse_levels("none") == parse_levels(" ") == ()
+    for text, said in (
+        ("80,100", "level 100 is outside \\(0, 100\\)"),
+        ("0", "level 0 is outside"),
+        ("0.8,abc", "'abc' is not a level"),
+        ("80,80", "level 80 is listed twice"),
+        ("10,20,30,40,50,60", "6 levels; at most 5"),
+    ):
+        with pytest.raises(InvalidIntervalSetting, match=f"RETRAIN_INTERVAL_LEVELS: {said}"):
+            parse_levels(text)
+
+
+def test_rules_and_tolerance_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert IntervalRules.from_settings() == IntervalRules((80.0, 95.0), 2, 7)
+    monkeypatch.setenv("RETRAIN_INTERVAL_LEVELS", "90")
+    monkeypatch.setenv("RETRAIN_INTERVAL_WINDOWS", "4")
+    assert IntervalRules.from_settings().as_spec() == {
+        "levels": [90.0],
+        "windows": 4,
+        "window_days": 7,
+    }
+    monkeypatch.setenv("RETRAIN_INTERVAL_LEVELS", "")
+    assert IntervalRules.from_settings().as_spec() is None
+    monkeypatch.setenv("RETRAIN_INTERVAL_WINDOWS", "1")
+    with pytest.raises(InvalidIntervalSetting, match="RETRAIN_INTERVAL_WINDOWS: 1 is outside"):
+        IntervalRules.from_settings()
+    assert coverage_tolerance() == 0.10
+    monkeypatch.setenv("RETRAIN_INTERVAL_COVERAGE_TOLERANCE", "1.5")
+    with pytest.raises(InvalidIntervalSetting, match=r"COVERAGE_TOLERANCE: 1\.5 is outside"):
+        coverage_tolerance()
+
+
+def test_the_conformal_quantile_is_the_finite_sample_rank() -> None:
+    scores = np.arange(1.0, 10.0)  # 9 scores: level 80 takes the ceil(10 x 0.8) = 8th
+    assert conformal_halfwidth(scores, 80) == 8.0
+    assert conformal_halfwidth(scores, 90) == 9.0
+    assert conformal_halfwidth(scores, 95) is None  # the 10th of 9: no finite width
+    table = IntervalTable.from_scores(scores, [80, 95], windows=2)
+    assert table is not None and dict(table.halfwidths) == {"80": 8.0}
+
+
+def test_a_table_survives_metrics_and_metadata_and_a_corrupt_one_is_refused() -> None:
+    table = IntervalTable({"80": 2.5, "97.5": 6.0}, windows=3, scores=420)
+    assert IntervalTable.from_metrics({"train_wape": 0.3, **table.as_metrics()}) == table
+    assert IntervalTable.from_metadata({"prediction_intervals": table.as_metadata()}) == table
+    assert IntervalTable.from_metrics({"train_wape": 0.3, "interval_windows": 1.0}) is None
+    assert IntervalTable.from_metadata(None) is None
+    with pytest.raises(ValueError, match="malformed prediction_intervals"):
+        IntervalTable.from_metadata({"prediction_intervals": {"halfwidths": {"80": 1.0}}})
+    with pytest.raises(ValueError, match="negative or not finite"):
+        IntervalTable.from_metadata(
+            {"prediction_intervals": {"halfwidths": {"80": -1}, "windows": 2, "scores": 9}}
+        )
+
+
+def test_bounds_clip_at_zero_and_coverage_counts_the_edges() -> None:
+    lower, upper = bounds(np.array([1.0, 10.0, math.nan]), 3.0)
+    assert lower[:2].tolist() == [0.0, 7.0] and upper[:2].tolist() == [4.0, 13.0]
+    assert math.isnan(lower[2]) and math.isnan(upper[2])
+    assert coverage(np.array([4.0, 14.0, 1.0]), lower, upper) == pytest.approx(1 / 3)
+    assert math.isnan(coverage(np.array([]), np.array([]), np.array([])))
