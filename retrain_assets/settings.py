@@ -8,6 +8,7 @@ variable the package reads, here or elsewhere, is listed in settings_catalog.py.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 DEFAULT_HOME = ".retrain"
@@ -91,6 +92,72 @@ def gpu_allow_faults() -> bool:
     or `true`); a production service must refuse such specs.
     """
     return os.environ.get("RETRAIN_GPU_ALLOW_FAULTS", "").strip().lower() in {"1", "true"}
+
+
+TRAINING_BACKENDS = ("reference", "slurm")
+
+
+def training_backend() -> str:
+    """Return which training backend the platform submits to: `reference` (default) or `slurm`.
+
+    Raises:
+        ValueError: RETRAIN_TRAINING_BACKEND names neither.
+    """
+    name = os.environ.get("RETRAIN_TRAINING_BACKEND", "reference").strip().lower() or "reference"
+    if name not in TRAINING_BACKENDS:
+        raise ValueError(
+            f"RETRAIN_TRAINING_BACKEND must be one of {TRAINING_BACKENDS}, not {name!r}"
+        )
+    return name
+
+
+def slurm_home() -> Path:
+    """Return the folder `retrain-assets slurm` keeps its one-node cluster in."""
+    return retrain_home() / "slurm"
+
+
+def slurm_url() -> str:
+    """Return where slurmrestd answers: `unix:///path` or `http(s)://host:port`.
+
+    Default: the unix socket of the cluster `retrain-assets slurm` starts under RETRAIN_HOME.
+    """
+    return os.environ.get("RETRAIN_SLURM_URL") or f"unix://{slurm_home() / 'slurmrestd.socket'}"
+
+
+def slurm_token() -> str | None:
+    """Return the `auth/jwt` token for a remote slurmrestd (None: `rest_auth/local`)."""
+    return os.environ.get("RETRAIN_SLURM_TOKEN") or None
+
+
+def slurm_user() -> str | None:
+    """Return the Slurm user name sent with the token (X-SLURM-USER-NAME), if any."""
+    return os.environ.get("RETRAIN_SLURM_USER") or None
+
+
+def slurm_partition() -> str | None:
+    """Return the partition training jobs queue in (None: the cluster's default partition)."""
+    return os.environ.get("RETRAIN_SLURM_PARTITION") or None
+
+
+def slurm_time_limit_minutes() -> int:
+    """Return each training job's time limit in minutes (default 360: five hours and a margin)."""
+    return int(_positive_number("RETRAIN_SLURM_TIME_LIMIT_MINUTES", "360", int))
+
+
+def slurm_gres() -> str | None:
+    """Return the generic resources each job asks for, e.g. `gpu:1` (None: no GPU asked)."""
+    return os.environ.get("RETRAIN_SLURM_GRES") or None
+
+
+def slurm_storage() -> Path:
+    """Return the folder, shared with every Slurm node, for specs, checkpoints and models."""
+    shared = os.environ.get("RETRAIN_SLURM_STORAGE")
+    return Path(shared).expanduser().resolve() if shared else slurm_home() / "jobs"
+
+
+def slurm_python() -> str:
+    """Return the Python the batch jobs run on the nodes (default: this process's own)."""
+    return os.environ.get("RETRAIN_SLURM_PYTHON") or sys.executable
 
 
 def mlflow_port() -> int:

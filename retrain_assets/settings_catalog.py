@@ -160,6 +160,51 @@ SETTINGS: tuple[Setting, ...] = (
         "`0.25`",
     ),
     Setting(
+        "RETRAIN_TRAINING_BACKEND",
+        "where training jobs go: `reference` (the GPU service above) or `slurm` (a Slurm "
+        "cluster through slurmrestd; docs/scaling-out.md)",
+        "`reference`",
+    ),
+    Setting(
+        "RETRAIN_SLURM_URL",
+        "slurmrestd of the Slurm backend: `unix:///path/to/socket` or `http(s)://host:port`",
+        "`unix://$RETRAIN_HOME/slurm/slurmrestd.socket` (the cluster `retrain-assets slurm` "
+        "starts)",
+    ),
+    Setting(
+        "RETRAIN_SLURM_TOKEN",
+        "an `auth/jwt` token for slurmrestd (`scontrol token`); unset: `rest_auth/local`",
+        "unset",
+    ),
+    Setting("RETRAIN_SLURM_USER", "the Slurm user name sent with that token", "unset"),
+    Setting(
+        "RETRAIN_SLURM_PARTITION",
+        "the partition training jobs queue in",
+        "the cluster's default partition",
+    ),
+    Setting("RETRAIN_SLURM_TIME_LIMIT_MINUTES", "each training job's Slurm time limit", "`360`"),
+    Setting(
+        "RETRAIN_SLURM_GRES",
+        "generic resources each training job asks for, e.g. `gpu:1`",
+        "unset (no GPU asked)",
+    ),
+    Setting(
+        "RETRAIN_SLURM_STORAGE",
+        "a folder every Slurm node shares with the platform: specs, checkpoints, models",
+        "`$RETRAIN_HOME/slurm/jobs`",
+    ),
+    Setting(
+        "RETRAIN_SLURM_PYTHON",
+        "the Python (with retrain_assets installed) the batch jobs run on the nodes",
+        "the platform's own interpreter",
+    ),
+    Setting(
+        "RETRAIN_SLURM_ATTEMPT",
+        "the attempt number the Slurm backend gives each batch job it submits (not a setting "
+        "of yours)",
+        "set by the backend",
+    ),
+    Setting(
         "RETRAIN_GPU_OUTAGE_LIMIT_SECONDS",
         "how long a training run waits on an unreachable training service before it ends FAILED "
         "(an outage is recorded once, its ticks do not spend POLL_JOB's visits)",

@@ -154,10 +154,12 @@ def _statuses_ahead(
     Raises:
         _StatusesFailed: a batch failed; nothing more is asked.
     """
-    slices = [polls[start : start + STATUS_SLICE] for start in range(0, len(polls), STATUS_SLICE)]
+    client = gpu_service.client()
+    # a backend whose one status call lists every job (Slurm's `GET /jobs`) asks once a tick
+    size = int(getattr(client, "STATUS_SLICE", STATUS_SLICE))
+    slices = [polls[start : start + size] for start in range(0, len(polls), size)]
     if not slices:
         return
-    client = gpu_service.client()
 
     def ask(part: list[Pointer]) -> dict[str, Job]:
         return client.statuses([str(p.payload[JOB_ID]) for p in part])

@@ -39,6 +39,7 @@ class Job:
     total_rounds: int
     last_checkpoint_round: int | None
     error: str | None = None
+    detail: str | None = None  # the backend's own words for the state (Slurm's state and reason)
 
 
 @dataclass(frozen=True)

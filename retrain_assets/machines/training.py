@@ -140,7 +140,8 @@ def wait_note(job: Job) -> str | None:
     """
     if job.status.finished:
         return None
-    return f"{job.status} {job.rounds_done}/{job.total_rounds} rounds"
+    note = f"{job.status} {job.rounds_done}/{job.total_rounds} rounds"
+    return f"{note} ({job.detail})" if job.detail else note
 
 
 def poll_job(ctx: Ctx, *, outage_limit: float = 86400.0) -> Step:

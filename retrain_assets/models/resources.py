@@ -1,7 +1,8 @@
-"""Resources of the model side: the GPU service client and the training machine's services.
+"""Resources of the model side: the training backend's client and the machine's services.
 
-The GPU resource resolves its URL and token when a run or tick starts (`up` exports them), so
-the same code location talks to the local reference service or a real remote one.
+The GPU resource resolves its backend, URL and token when a run or tick starts (`up` exports
+them), so the same code location talks to the local reference service, a remote one, or a
+Slurm cluster (RETRAIN_TRAINING_BACKEND=slurm, `gpu/backends.py`).
 """
 
 from __future__ import annotations
@@ -11,15 +12,16 @@ from pathlib import Path
 import dagster as dg
 from pydantic import Field
 
-from retrain_assets.gpu.client import HttpGpuService
+from retrain_assets.gpu.backends import training_backend
+from retrain_assets.gpu.protocol import GpuService
 from retrain_assets.machines.handoff import HandoffView
 from retrain_assets.machines.training import TrainingServices
 from retrain_assets.models.candidates import CandidateTable
-from retrain_assets.settings import gpu_service_url, gpu_token, retrain_home
+from retrain_assets.settings import retrain_home
 
 
 class GpuServiceResource(dg.ConfigurableResource):
-    """The remote GPU training service (HTTP).
+    """The training backend: the remote GPU training service (HTTP), or Slurm when chosen.
 
     `definitions.py` sets the URL and token from RETRAIN_GPU_URL and RETRAIN_GPU_TOKEN
     (`dg.EnvVar`; `up` exports both). Left unset (a resource built by hand), they default to
@@ -30,16 +32,14 @@ class GpuServiceResource(dg.ConfigurableResource):
     token: str | None = Field(default=None, description="Default: settings.gpu_token()")
     timeout_seconds: float = 30.0
 
-    def client(self) -> HttpGpuService:
-        """Return an HTTP client for the service."""
-        return HttpGpuService(
-            self.url or gpu_service_url(), self.token or gpu_token(), timeout=self.timeout_seconds
-        )
+    def client(self) -> GpuService:
+        """Return a client of the backend RETRAIN_TRAINING_BACKEND names (default: HTTP)."""
+        return training_backend(self.url, self.token, self.timeout_seconds)
 
 
 def training_services(
     db_url: str,
-    gpu: HttpGpuService,
+    gpu: GpuService,
     storage_root: str,
     *,
     handoff: HandoffView | None = None,

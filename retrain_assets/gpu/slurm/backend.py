@@ -1,0 +1,270 @@
+"""`SlurmBackend`: `protocol.GpuService` on a Slurm cluster, through slurmrestd.
+
+One Slurm job at a time per run key: the job's name carries the key (`retrain-<run key>`), and
+`submit` first lists the cluster's jobs for that name, so a retry attaches to a queued or
+running job, returns a finished one, and queues a new job only when the last one failed or
+Slurm no longer knows it. Training happens in the run key's folder on the shared storage
+(`job_files`), so a new job resumes from the checkpoint the last one saved.
+
+Job ids given to the platform are `<slurm job id>:<run key>`: a job Slurm has forgotten (it
+purges finished jobs after MinJobAge, and can lose a job submitted just before slurmctld died)
+can still be judged by its key's folder: its result means it succeeded, else it is FAILED with
+that said, and JOB_FAILED's resubmission looks the key up again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from retrain_assets.gpu.protocol import Artifact, ArtifactCorrupt, Job, JobStatus
+from retrain_assets.gpu.service.schemas import TrainingSpec
+from retrain_assets.gpu.slurm import states
+from retrain_assets.gpu.slurm.job_files import JobFiles, job_name, run_key_of, write_json
+from retrain_assets.gpu.slurm.rest import SlurmRest, UnknownJob
+from retrain_assets.gpu.slurm.train_job import ATTEMPT_ENV, MODULE
+
+ATTEMPTS_FILE = "attempts"  # one line per Slurm job submitted for the key
+
+
+class ArtifactMissing(Exception):
+    """A job ended without the result its training writes last: there is nothing to fetch."""
+
+
+@dataclass(frozen=True)
+class SlurmJobOptions:
+    """How jobs are submitted: where they queue, for how long, what they ask for, what runs."""
+
+    partition: str | None = None
+    time_limit_minutes: int = 360
+    gres: str | None = None
+    python: str = sys.executable
+    cpus: int = 1
+
+
+def split_job_id(job_id: str) -> tuple[int, str]:
+    """Return the Slurm job id and the run key of a platform job id `<slurm id>:<run key>`.
+
+    Raises:
+        ValueError: the id is not of that form, saying what was expected.
+    """
+    number, _, run_key = job_id.partition(":")
+    if not number.isdigit() or not run_key:
+        raise ValueError(f"job id {job_id[:120]!r} is not '<slurm job id>:<run key>'")
+    return int(number), run_key
+
+
+class SlurmBackend:
+    """The platform's training jobs as Slurm batch jobs."""
+
+    STATUS_SLICE = 1_000_000  # one `GET /jobs` answers for every job: never split a poll batch
+
+    def __init__(self, rest: SlurmRest, storage: Path, options: SlurmJobOptions) -> None:
+        self.rest = rest
+        self.storage = storage
+        self.options = options
+
+    def close(self) -> None:
+        """Close the slurmrestd connection."""
+        self.rest.close()
+
+    def submit(self, idempotency_key: str, spec: dict[str, Any]) -> Job:
+        """Return the key's live or succeeded job, else queue a new one that resumes its folder.
+
+        Raises:
+            BadRunKey: Slurm cannot carry the key in a job name.
+            ValueError: the spec is not a valid training spec (no job is submitted).
+            SlurmRestError: slurmrestd refused the job (e.g. a gres the nodes do not have).
+        """
+        files = JobFiles.of(self.storage, idempotency_key)
+        try:
+            checked = TrainingSpec.model_validate(spec)
+        except ValidationError as error:
+            raise ValueError(f"training spec of run key {idempotency_key}: {error}") from error
+        existing = self.find(idempotency_key)
+        if existing is not None and existing.status in (JobStatus.QUEUED, JobStatus.RUNNING):
+            return existing
+        if existing is not None and existing.status is JobStatus.SUCCEEDED:
+            return existing
+        write_json(files.spec, checked.model_dump(mode="json"))
+        attempt = len(self._attempts(files)) + 1
+        slurm_id = self.rest.submit(self._script(files), self._job(files, idempotency_key, attempt))
+        with (files.folder / ATTEMPTS_FILE).open("a") as log:
+            log.write(f"{slurm_id}\n")
+        return self._job_of(self.rest.job(slurm_id), idempotency_key, files)
+
+    def find(self, idempotency_key: str) -> Job | None:
+        """Return the key's newest job Slurm knows, or one its folder shows finished, or None."""
+        files = JobFiles.of(self.storage, idempotency_key)
+        mine = [job for job in self.rest.jobs() if run_key_of(job.get("name")) == idempotency_key]
+        if mine:
+            newest = max(mine, key=lambda job: int(job["job_id"]))
+            return self._job_of(newest, idempotency_key, files)
+        attempts = self._attempts(files)
+        return self._forgotten(attempts[-1], idempotency_key, files) if attempts else None
+
+    def get(self, job_id: str) -> Job:
+        """Return one job; one Slurm no longer knows is judged by its key's folder."""
+        slurm_id, run_key = split_job_id(job_id)
+        files = JobFiles.of(self.storage, run_key)
+        try:
+            return self._job_of(self.rest.job(slurm_id), run_key, files)
+        except UnknownJob:
+            return self._forgotten(slurm_id, run_key, files)
+
+    def statuses(self, job_ids: list[str]) -> dict[str, Job]:
+        """Return every asked job from one `GET /jobs`; forgotten ones judged by their folder."""
+        if not job_ids:
+            return {}
+        wanted = {job_id: split_job_id(job_id) for job_id in job_ids}
+        known = {int(job["job_id"]): job for job in self.rest.jobs()}
+        found: dict[str, Job] = {}
+        for job_id, (slurm_id, run_key) in wanted.items():
+            files = JobFiles.of(self.storage, run_key)
+            data = known.get(slurm_id)
+            if data is not None and run_key_of(data.get("name")) == run_key:
+                found[job_id] = self._job_of(data, run_key, files)
+            else:
+                found[job_id] = self._forgotten(slurm_id, run_key, files)
+        return found
+
+    def cancel(self, job_id: str) -> Job:
+        """Cancel the job (Slurm kills it after KillWait); a forgotten job is left as it is."""
+        slurm_id, _ = split_job_id(job_id)
+        with contextlib.suppress(UnknownJob):  # nothing to cancel: `get` says what became of it
+            self.rest.cancel(slurm_id)
+        return self.get(job_id)
+
+    def download(self, job_id: str, destination: Path) -> Artifact:
+        """Copy the key's model from the shared storage to `destination`, verifying its sha256.
+
+        Raises:
+            ArtifactMissing: the job wrote no result (nothing was trained to the end).
+            ArtifactCorrupt: the model's bytes do not hash to the result's sha256.
+        """
+        _, run_key = split_job_id(job_id)
+        files = JobFiles.of(self.storage, run_key)
+        result = files.read(files.result)
+        if result is None or not files.model.is_file():
+            raise ArtifactMissing(f"job {job_id} left no model and result under {files.folder}")
+        destination.mkdir(parents=True, exist_ok=True)
+        final = destination / files.model.name
+        partial = destination / f".{files.model.name}.partial"
+        shutil.copyfile(files.model, partial)
+        actual = hashlib.sha256(partial.read_bytes()).hexdigest()
+        if actual != result.get("sha256"):
+            partial.unlink(missing_ok=True)
+            raise ArtifactCorrupt(
+                f"model of job {job_id}: result.json says sha256 {result.get('sha256')}, "
+                f"{files.model} hashes to {actual}"
+            )
+        partial.replace(final)
+        metrics = {name: float(value) for name, value in dict(result["metrics"]).items()}
+        return Artifact(job_id=job_id, path=final, sha256=actual, metrics=metrics)
+
+    def _script(self, files: JobFiles) -> str:
+        return f"#!/bin/sh\nexec {self.options.python} -m {MODULE} {files.folder}\n"
+
+    def _job(self, files: JobFiles, run_key: str, attempt: int) -> dict[str, Any]:
+        """Return the job description: name = key, requeue, limits and gres from settings."""
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(files.folder),
+            "LANG": "C.UTF-8",
+            "OMP_NUM_THREADS": "1",
+            ATTEMPT_ENV: str(attempt),
+        }
+        job: dict[str, Any] = {
+            "name": job_name(run_key),
+            "comment": f"retrain_assets run_key={run_key} attempt={attempt}",
+            "current_working_directory": str(files.folder),
+            "standard_output": files.output_pattern,
+            "standard_error": files.output_pattern,
+            "environment": env,
+            "requeue": True,
+            "time_limit": self.options.time_limit_minutes,
+            "cpus_per_task": self.options.cpus,
+            "tasks": 1,
+            "nodes": 1,
+        }
+        if self.options.partition:
+            job["partition"] = self.options.partition
+        if self.options.gres:
+            job["gres"] = self.options.gres
+        return job
+
+    def _attempts(self, files: JobFiles) -> list[int]:
+        try:
+            lines = (files.folder / ATTEMPTS_FILE).read_text().split()
+        except FileNotFoundError:
+            return []
+        return [int(line) for line in lines if line.isdigit()]
+
+    def _job_of(self, data: dict[str, Any], run_key: str, files: JobFiles) -> Job:
+        """Map slurmrestd's job onto `Job`; COMPLETED without a result is FAILED, saying so."""
+        slurm_id = int(data["job_id"])
+        meaning = states.meaning(data)
+        status, error = meaning.status, None
+        words = states.describe(data)
+        result = files.read(files.result) if status is JobStatus.SUCCEEDED else None
+        if status is JobStatus.SUCCEEDED and result is None:
+            status = JobStatus.FAILED
+            words += f"; but it wrote no result under {files.folder}: no artifact"
+        if status in (JobStatus.FAILED, JobStatus.CANCELLED):
+            tail = files.tail(slurm_id)
+            error = f"{words}; output: {tail}" if tail else words
+        return self._record(slurm_id, run_key, files, status, error, words)
+
+    def _forgotten(self, slurm_id: int, run_key: str, files: JobFiles) -> Job:
+        """Judge a job Slurm does not know by its key's folder: a result of it is success."""
+        result = files.read(files.result)
+        if result is not None and str(result.get("job_id")) == str(slurm_id):
+            words = f"Slurm no longer knows job {slurm_id}; its result is in {files.folder}"
+            return self._record(slurm_id, run_key, files, JobStatus.SUCCEEDED, None, words)
+        error = (
+            f"Slurm no longer knows job {slurm_id} (purged after MinJobAge, or lost when "
+            f"slurmctld restarted) and it left no result under {files.folder}; a resubmission "
+            "looks the run key up again and resumes from the last checkpoint"
+        )
+        tail = files.tail(slurm_id)
+        error = f"{error}; output: {tail}" if tail else error
+        return self._record(slurm_id, run_key, files, JobStatus.FAILED, error, error)
+
+    def _record(
+        self,
+        slurm_id: int,
+        run_key: str,
+        files: JobFiles,
+        status: JobStatus,
+        error: str | None,
+        detail: str,
+    ) -> Job:
+        progress = files.read(files.progress) or {}
+        total = int(progress.get("total_rounds") or _total_rounds(files))
+        done = total if status is JobStatus.SUCCEEDED else int(progress.get("rounds_done") or 0)
+        checkpoint = progress.get("last_checkpoint_round")
+        return Job(
+            id=f"{slurm_id}:{run_key}",
+            idempotency_key=run_key,
+            status=status,
+            attempt=max(len(self._attempts(files)), 1),
+            rounds_done=done,
+            total_rounds=total,
+            last_checkpoint_round=int(checkpoint) if checkpoint is not None else None,
+            error=error,
+            detail=detail,
+        )
+
+
+def _total_rounds(files: JobFiles) -> int:
+    spec = files.read(files.spec) or {}
+    params = spec.get("params")
+    return int(params.get("num_boost_round", 0)) if isinstance(params, dict) else 0

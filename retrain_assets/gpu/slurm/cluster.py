@@ -1,0 +1,199 @@
+"""Start a one-node Slurm cluster on loopback: munged, slurmctld, slurmd and slurmrestd.
+
+`retrain-assets slurm` and the tests' session fixture use it. Every process gets SLURM_CONF
+(without it a Slurm binary asks DNS for its configuration, off loopback), runs in the
+foreground in its own process group, and logs under the cluster's folder. slurmrestd listens
+on a unix socket with `rest_auth/local`; as root it needs SLURMRESTD_SECURITY=disable_user_check.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from retrain_assets.gpu.slurm.cluster_config import (
+    ClusterPaths,
+    ClusterPorts,
+    write_cluster_files,
+)
+
+DAEMONS = ("munged", "slurmctld", "slurmd", "slurmrestd")
+OPENAPI_PLUGIN = "openapi/v0.0.38"
+APT_PACKAGES = "slurm-wlm slurmrestd munge"
+
+
+class ClusterError(Exception):
+    """The cluster could not be started: which daemon, and the end of its log."""
+
+
+def cluster_environment(paths: ClusterPaths) -> dict[str, str]:
+    """Return the environment every Slurm command and daemon of this cluster needs."""
+    env = dict(os.environ)
+    env["SLURM_CONF"] = str(paths.conf)
+    env["SLURMRESTD_SECURITY"] = "disable_user_check"
+    return env
+
+
+def missing_binaries() -> list[str]:
+    """Return the daemons not installed (`apt-get install -y slurm-wlm slurmrestd munge`)."""
+    return [name for name in DAEMONS if shutil.which(name, path=_sbin_path()) is None]
+
+
+def _sbin_path() -> str:
+    return os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
+
+
+def _binary(name: str) -> str:
+    found = shutil.which(name, path=_sbin_path())
+    if found is None:
+        raise ClusterError(f"{name} is not installed: apt-get install -y {APT_PACKAGES}")
+    return found
+
+
+@dataclass
+class SlurmCluster:
+    """A running cluster: its folders and its daemons, stopped in reverse order by `stop`."""
+
+    paths: ClusterPaths
+    ports: ClusterPorts
+    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    @property
+    def rest_url(self) -> str:
+        """Where slurmrestd answers: `unix://<socket>`."""
+        return f"unix://{self.paths.rest_socket}"
+
+    def env(self) -> dict[str, str]:
+        """Return the environment for Slurm commands against this cluster (SLURM_CONF set)."""
+        return cluster_environment(self.paths)
+
+    def start_daemon(self, name: str) -> None:
+        """Start one daemon (again, after a test killed it) and wait until it answers."""
+        log = self.paths.log(f"{name}.out").open("ab")
+        command = _command(name, self.paths)
+        self.processes[name] = subprocess.Popen(
+            command,
+            env=self.env(),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        log.close()
+        _wait_ready(self, name)
+
+    def kill_daemon(self, name: str) -> None:
+        """SIGKILL one daemon (a fault test's crash) and reap it."""
+        process = self.processes.pop(name)
+        _kill_group(process, signal.SIGKILL)
+
+    def stop(self) -> None:
+        """Stop the daemons, the REST daemon first and munged last."""
+        for name in reversed(DAEMONS):
+            process = self.processes.pop(name, None)
+            if process is not None:
+                _kill_group(process, signal.SIGTERM)
+
+
+def start_cluster(root: Path, ports: ClusterPorts | None = None) -> SlurmCluster:
+    """Write the cluster's files under `root` and start its four daemons, each until it answers.
+
+    Raises:
+        ClusterError: a binary is missing, or a daemon exited or did not answer in time.
+    """
+    paths = ClusterPaths(root)
+    write_cluster_files(paths, ports or ClusterPorts())
+    for stale in (paths.rest_socket, paths.munge_socket):
+        stale.unlink(missing_ok=True)
+    cluster = SlurmCluster(paths, ports or ClusterPorts())
+    try:
+        for name in DAEMONS:
+            cluster.start_daemon(name)
+    except BaseException:
+        cluster.stop()
+        raise
+    return cluster
+
+
+def _command(name: str, paths: ClusterPaths) -> list[str]:
+    if name == "munged":
+        munge = paths.munge_dir
+        return [
+            _binary("munged"),
+            "--foreground",
+            "--force",
+            f"--socket={paths.munge_socket}",
+            f"--key-file={paths.munge_key}",
+            f"--pid-file={munge / 'munged.pid'}",
+            f"--seed-file={munge / 'munged.seed'}",
+            f"--log-file={paths.log('munged')}",
+        ]
+    if name == "slurmctld":
+        return [_binary("slurmctld"), "-D", "-i"]
+    if name == "slurmd":
+        return [_binary("slurmd"), "-D"]
+    if name == "slurmrestd":
+        return [
+            _binary("slurmrestd"),
+            "-a",
+            "rest_auth/local",
+            "-s",
+            OPENAPI_PLUGIN,
+            f"unix:{paths.rest_socket}",
+        ]
+    raise ValueError(f"unknown Slurm daemon {name!r}; one of {DAEMONS}")
+
+
+def _wait_ready(cluster: SlurmCluster, name: str, timeout: float = 60.0) -> None:
+    """Poll until the daemon answers; raise with its log's tail when it exits or never does."""
+    deadline = time.monotonic() + timeout
+    process = cluster.processes[name]
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise ClusterError(
+                f"{name} exited with {process.returncode}:\n{_tail(cluster.paths, name)}"
+            )
+        if _answers(cluster, name):
+            return
+        time.sleep(0.2)
+    raise ClusterError(
+        f"{name} did not answer within {timeout:.0f} s:\n{_tail(cluster.paths, name)}"
+    )
+
+
+def _answers(cluster: SlurmCluster, name: str) -> bool:
+    paths = cluster.paths
+    if name == "munged":
+        return paths.munge_socket.exists()
+    if name == "slurmrestd":
+        return paths.rest_socket.exists()
+    command = (
+        ["scontrol", "ping"] if name == "slurmctld" else ["sinfo", "--noheader", "--format=%T"]
+    )
+    done = subprocess.run(command, env=cluster.env(), capture_output=True, text=True, timeout=30)
+    if name == "slurmctld":
+        return done.returncode == 0 and " is UP" in done.stdout
+    return done.returncode == 0 and done.stdout.strip() in {"idle", "mixed", "allocated"}
+
+
+def _tail(paths: ClusterPaths, name: str, lines: int = 20) -> str:
+    text = ""
+    for log in (paths.log(name), paths.log(f"{name}.out")):
+        if log.is_file():
+            text += "\n".join(log.read_text(errors="replace").splitlines()[-lines:]) + "\n"
+    return text or "(no log)"
+
+
+def _kill_group(process: subprocess.Popen[bytes], sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError):  # the group has already gone
+        os.killpg(process.pid, sig)
+    try:
+        process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=15)
