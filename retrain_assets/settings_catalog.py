@@ -393,6 +393,43 @@ SETTINGS: tuple[Setting, ...] = (
         "`2880`",
     ),
     Setting(
+        "RETRAIN_CANARY_RULE",
+        "which rule judges a canary step's forecast quality: `wape` (the canary's WAPE within "
+        "RETRAIN_ROLLOUT_WAPE_TOLERANCE of the champion's on RETRAIN_ROLLOUT_MIN_ACTUALS rows) or "
+        "`evidence` (a paired bootstrap interval of the WAPE change on the rows the customer's "
+        "volume says a step needs; inconclusive extends the step; deployment/canary_evidence.py)",
+        "`wape`",
+    ),
+    Setting(
+        "RETRAIN_CANARY_CONFIDENCE",
+        "confidence of the canary evidence rule's paired bootstrap interval",
+        "`0.90`",
+    ),
+    Setting(
+        "RETRAIN_CANARY_MIN_ROWS",
+        "rows with actuals a canary step needs at least under the evidence rule",
+        "`50`",
+    ),
+    Setting(
+        "RETRAIN_CANARY_MIN_DAYS",
+        "days of the customer's canary traffic (rows with actuals a day x the step's share) a "
+        "step's rows must cover under the evidence rule, beside RETRAIN_CANARY_MIN_ROWS",
+        "`1`",
+    ),
+    Setting(
+        "RETRAIN_CANARY_INCONCLUSIVE_LIMIT",
+        "inconclusive analyses of a step, each extending it by RETRAIN_ROLLOUT_STEP_SECONDS, "
+        "before RETRAIN_CANARY_FINAL_RULE decides",
+        "`3`",
+    ),
+    Setting(
+        "RETRAIN_CANARY_FINAL_RULE",
+        "what decides a step still inconclusive after the limit: `point` (the WAPE change's "
+        "point estimate within RETRAIN_ROLLOUT_WAPE_TOLERANCE passes, else it fails) or "
+        "`rollback`",
+        "`point`",
+    ),
+    Setting(
         "RETRAIN_DEPLOY_CHECK_DAYS",
         "newest days with actual sales the deploy-time check scores on",
         "`7`",

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from mlflow.exceptions import MlflowException
 
+from retrain_assets.deployment.canary_evidence import daily_rows
 from retrain_assets.deployment.observations import DueStep, observe
 from retrain_assets.deployment.records import ActiveRollout, active_rollouts
 from retrain_assets.deployment.rollout_machine import (
@@ -28,6 +29,7 @@ from retrain_assets.deployment.rollout_machine import (
     TickFacts,
     canary_states,
     rollout_machine,
+    timer_start,
 )
 from retrain_assets.deployment.rollout_settings import RolloutSettings, rollout_settings
 from retrain_assets.deployment.routes import Route
@@ -103,14 +105,23 @@ def advance_rollouts(
         for a in due
         if a.pointer is not None and _analysing(a, tick_time, chosen, canaries)
     ]
-    published = latest_snapshots(url).keys() if analysing else ()
+    snapshots = latest_snapshots(url) if analysing else {}
+    evidence = chosen.canary_rule == "evidence"
     facts = TickFacts(
         aborts={
             a.rollout.customer: (a.rollout.abort_reason, a.rollout.abort_by or "someone")
             for a in due
             if a.rollout.abort_reason
         },
-        observations=observe(url, analysing, features, published, chosen.min_predictions),
+        observations=observe(
+            url,
+            analysing,
+            features,
+            snapshots.keys(),
+            chosen.min_predictions,
+            daily_rows(snapshots, {d.customer for d in analysing}) if evidence else None,
+            keep_pairs=evidence,
+        ),
     )
     report.observed = len(facts.observations)
     writes = RolloutWrites()
@@ -143,8 +154,9 @@ def advance_rollouts(
 
 
 def _started(active: ActiveRollout) -> dt.datetime | None:
-    text = active.pointer.payload.get("step_started_at") if active.pointer else None
-    return dt.datetime.fromisoformat(str(text)) if text else None
+    """Return when the step's current wait began (its start, or its last extension)."""
+    payload = active.pointer.payload if active.pointer else {}
+    return timer_start(payload) if payload.get("step_started_at") else None
 
 
 def _in_step(active: ActiveRollout, canaries: set[str]) -> bool:

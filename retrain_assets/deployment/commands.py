@@ -42,10 +42,13 @@ def deployment_lines(url: str, customer: str | None, limit: int) -> list[str]:
             f"{d.id:>6}  {d.decided_at:%Y-%m-%d %H:%M:%S}  {d.customer:<20} v{d.version} "
             f"(run key {d.run_key}) replacing {replacing}  by {d.decided_by}  {progress}, "
             f"{item.analyses} analyses"
+            + (f" ({item.inconclusive} inconclusive)" if item.inconclusive else "")
         )
         lines.append(f"        decided: {d.reason}")
         if r is not None and r.abort_reason:
             lines.append(f"        abort requested by {r.abort_by}: {r.abort_reason}")
+        if item.last_analysis and (r is None or r.outcome is None):
+            lines.append(f"        last analysis: {item.last_analysis}")
         if r is not None and r.reason:
             lines.append(f"        outcome: {r.reason}")
     return lines

@@ -9,6 +9,7 @@ is left of the tick's budget; what is not mirrored yet is picked up by the next 
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from mlflow.entities import Metric, RunTag
@@ -64,7 +65,8 @@ def _unmirrored(url: str) -> list[tuple]:
         cur.execute(
             "SELECT a.id, d.mlflow_run_id, a.step, a.canary_requests, a.canary_errors,"
             " a.canary_nonfinite, a.rows_with_actuals, a.canary_wape, a.champion_wape,"
-            " a.passed, a.reason FROM rollout_analyses a JOIN rollouts r ON r.id = a.rollout_id"
+            " a.passed, a.reason, a.outcome, a.evidence"
+            " FROM rollout_analyses a JOIN rollouts r ON r.id = a.rollout_id"
             " JOIN deployment_decisions d ON d.id = r.decision_id"
             " WHERE a.mlflow_logged_at IS NULL ORDER BY a.id LIMIT %s",
             (BATCH,),
@@ -84,9 +86,15 @@ def _log(
     champion_wape: float | None,
     passed: bool,
     reason: str,
+    outcome: str | None = None,
+    evidence: Mapping[str, object] | None = None,
 ) -> None:
     now = int(time.time() * 1000)
+    numbers = {  # the evidence rule's rows needed and interval, where it judged
+        f"evidence_{k}": v for k, v in (evidence or {}).items() if isinstance(v, int | float)
+    }
     values = {
+        **numbers,
         "canary_requests": requests,
         "canary_errors": errors,
         "canary_nonfinite": nonfinite,
@@ -100,7 +108,10 @@ def _log(
         metrics=[
             Metric(f"{step}/{k}", float(v), now, 0) for k, v in values.items() if v is not None
         ],
-        tags=[RunTag(f"{step}/verdict", reason[:5000])],
+        tags=[
+            RunTag(f"{step}/verdict", reason[:5000]),
+            RunTag(f"{step}/outcome", outcome or ("pass" if passed else "fail")),
+        ],
     )
 
 

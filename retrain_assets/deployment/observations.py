@@ -9,7 +9,7 @@ the same request key are one pair; each request key counts once.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,6 +17,7 @@ import pandas as pd
 
 from retrain_assets.asset_keys import STORE_DAY_FEATURES, name_of
 from retrain_assets.deployment.analysis import StepObservation
+from retrain_assets.deployment.canary_evidence import PAIR_COLUMNS
 from retrain_assets.features.parquet_store import ParquetPartitionStore
 from retrain_assets.features.training_export import LABEL
 from retrain_assets.store.database import transaction
@@ -40,6 +41,8 @@ def observe(
     features: ParquetPartitionStore,
     published: Collection[dt.date],
     min_predictions: int = 1,
+    rows_per_day: Mapping[str, float] | None = None,
+    keep_pairs: bool = False,
 ) -> dict[int, StepObservation]:
     """Return each due rollout's observation of its current step.
 
@@ -53,13 +56,23 @@ def observe(
         features: where the materialized `store_day_features` days are.
         published: the days of `store_day_features` that are materialized (actuals known).
         min_predictions: canary predictions a step needs before its quality is read.
+        rows_per_day: each customer's rows with actuals a day (the evidence rule's volume).
+        keep_pairs: keep each rollout's rows with actuals in its observation (the evidence
+            rule resamples them).
     """
     if not due:
         return {}
     counts = step_counts(url, due)
     judged = {d.rollout_id for d in due if counts.get(d.rollout_id, (0,))[0] >= min_predictions}
     pairs = canary_pairs(url, sorted(judged), published) if judged else canary_pairs_frame([])
-    scores = score_pairs(pairs, read_actuals(features, sorted(set(pairs["forecast_date"]))))
+    joined = join_actuals(pairs, read_actuals(features, sorted(set(pairs["forecast_date"]))))
+    scores = score_joined(joined)
+    kept = (
+        {int(str(k)): v for k, v in joined.groupby("rollout_id")}
+        if keep_pairs and not joined.empty
+        else {}
+    )
+    volume = rows_per_day or {}
     found = {}
     for step in due:
         requests, errors, nonfinite = counts.get(step.rollout_id, (0, 0, 0))
@@ -73,6 +86,8 @@ def observe(
             canary_wape=canary,
             champion_wape=champion,
             quality_read=step.rollout_id in judged,
+            pairs=_pairs(kept, step.rollout_id) if keep_pairs else None,
+            rows_per_day=float(volume.get(step.customer, 0.0)),
         )
     return found
 
@@ -152,14 +167,31 @@ def read_actuals(features: ParquetPartitionStore, days: Sequence[dt.date]) -> pd
     return pd.concat(frames, ignore_index=True)
 
 
+def _pairs(kept: Mapping[int, pd.DataFrame], rollout_id: int) -> pd.DataFrame:
+    """Return a rollout's rows with actuals as the evidence rule reads them (maybe none)."""
+    found = kept.get(rollout_id)
+    if found is None:
+        return pd.DataFrame(columns=PAIR_COLUMNS)
+    return found[PAIR_COLUMNS].reset_index(drop=True)
+
+
+def join_actuals(pairs: pd.DataFrame, actuals: pd.DataFrame) -> pd.DataFrame:
+    """Return the pairs whose actual sales are known, with column `actual`."""
+    if pairs.empty or actuals.empty:
+        return pairs.assign(actual=pd.Series(dtype=float)).iloc[0:0]
+    keys = ["customer", "store_id", "item_id", "forecast_date"]
+    return pairs.merge(actuals.dropna(subset=["actual"]), on=keys, how="inner")
+
+
 def score_pairs(
     pairs: pd.DataFrame, actuals: pd.DataFrame
 ) -> dict[int, tuple[int, float | None, float | None]]:
     """Return rollout id -> (rows with actuals, canary WAPE, champion WAPE) on the same rows."""
-    if pairs.empty or actuals.empty:
-        return {}
-    keys = ["customer", "store_id", "item_id", "forecast_date"]
-    joined = pairs.merge(actuals.dropna(subset=["actual"]), on=keys, how="inner")
+    return score_joined(join_actuals(pairs, actuals))
+
+
+def score_joined(joined: pd.DataFrame) -> dict[int, tuple[int, float | None, float | None]]:
+    """Return `score_pairs`'s answer for pairs already joined with their actuals."""
     if joined.empty:
         return {}
     actual = joined["actual"].to_numpy(dtype=float)

@@ -285,6 +285,8 @@ class Deployment:
     rollout: Rollout | None
     analyses: int
     state: str | None
+    inconclusive: int = 0  # of the analyses, those that extended their step
+    last_analysis: str | None = None  # "<step> <outcome> (<rule>): <reason>"
 
 
 def list_deployments(url: str, customer: str | None = None, limit: int = 50) -> list[Deployment]:
@@ -294,7 +296,13 @@ def list_deployments(url: str, customer: str | None = None, limit: int = 50) -> 
             f"""
             SELECT {_DECISION}, {_ROLLOUT},
                 (SELECT count(*) FROM rollout_analyses a WHERE a.rollout_id = r.id),
-                p.state
+                p.state,
+                (SELECT count(*) FROM rollout_analyses a
+                    WHERE a.rollout_id = r.id AND a.outcome = 'inconclusive'),
+                (SELECT a.step || ' ' || coalesce(a.outcome,
+                        CASE WHEN a.passed THEN 'pass' ELSE 'fail' END)
+                    || coalesce(' (' || a.rule || ')', '') || ': ' || a.reason
+                    FROM rollout_analyses a WHERE a.rollout_id = r.id ORDER BY a.id DESC LIMIT 1)
             FROM deployment_decisions d LEFT JOIN rollouts r ON r.decision_id = d.id
             LEFT JOIN machine_pointers p ON p.machine = 'rollout' AND p.customer = d.customer
                 AND p.run_key = 'deploy-' || d.id
@@ -312,6 +320,8 @@ def list_deployments(url: str, customer: str | None = None, limit: int = 50) -> 
             Deployment(
                 DeploymentDecision(*row[:width]),
                 Rollout(*rollout_row) if rollout_row[0] is not None else None,
+                int(row[-4] or 0),
+                row[-3],
                 int(row[-2] or 0),
                 row[-1],
             )

@@ -1,6 +1,7 @@
 """The rollout machine: one deployment decision's way from canary to champion (or back).
 
     START -> CANARY_10 (yields) -> CANARY_50 (yields) -> PROMOTE -> DONE
+    an inconclusive analysis (RETRAIN_CANARY_RULE=evidence) extends the step in place
     START -> PROMOTE (first deployment: no champion to compare a canary with)
     a failed analysis, a hand abort or no data for too long -> ROLLBACK -> ROLLED_BACK
 
@@ -19,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from retrain_assets.deployment.analysis import StepObservation, judge_step
+from retrain_assets.deployment.analysis import StepObservation, StepVerdict, judge_step
 from retrain_assets.deployment.rollout_settings import RolloutSettings, rollout_settings, step_name
 from retrain_assets.deployment.routes import Route
 from retrain_assets.deployment.writes import AnalysisRow, ChampionMove, Finish, RolloutWrites
@@ -122,7 +123,7 @@ def canary_step(weight: float) -> Callable[[Ctx], Step]:
         version, rollout_id = str(payload["version"]), int(payload["rollout_id"])
         if payload.get("step") != ctx.state:
             return _enter(ctx, version, rollout_id, weight)
-        started = dt.datetime.fromisoformat(str(payload["step_started_at"]))
+        started = timer_start(payload)
         ran = (services.clock() - started).total_seconds()
         if ran < services.settings.step_seconds:
             return Step.wait(f"step timer: {ran:.0f} of {services.settings.step_seconds} s")
@@ -131,12 +132,19 @@ def canary_step(weight: float) -> Callable[[Ctx], Step]:
         if seen is None or seen.step != ctx.state:
             return Step.wait("no observation of this step in this advance")
         waited = int(payload.get("no_data_intervals", 0))
-        verdict = judge_step(seen, services.settings, waited)
+        extended = int(payload.get("inconclusive", 0))
+        verdict = judge_step(seen, services.settings, waited, weight=weight, inconclusive=extended)
         if verdict.kind == "wait":
             return Step.wait(verdict.reason, payload={"no_data_intervals": waited + 1})
-        services.writes.add(
-            ctx.customer, _analysis_row(rollout_id, seen, verdict.kind == "pass", verdict.reason)
-        )
+        services.writes.add(ctx.customer, _analysis_row(rollout_id, seen, verdict))
+        if verdict.kind == "inconclusive":  # the step runs another `step_seconds`
+            return Step.wait(
+                f"{ctx.state} {verdict.reason}",
+                payload={
+                    "inconclusive": extended + 1,
+                    "extended_at": services.clock().isoformat(),
+                },
+            )
         if verdict.kind == "pass":
             passed = [*payload.get("passed_steps", []), ctx.state]
             return Step.success(
@@ -165,12 +173,19 @@ def _enter(ctx: Ctx, version: str, rollout_id: int, weight: float) -> Step:
             "weight": weight,
             "canary_set": True,
             "no_data_intervals": 0,
+            "inconclusive": 0,
+            "extended_at": None,
             "step_started_at": services.clock().isoformat(),
         },
     )
 
 
-def _analysis_row(rollout_id: int, seen: StepObservation, passed: bool, reason: str) -> AnalysisRow:
+def timer_start(payload: Mapping[str, Any]) -> dt.datetime:
+    """Return when the step's current wait began: its start, or its last inconclusive analysis."""
+    return dt.datetime.fromisoformat(str(payload.get("extended_at") or payload["step_started_at"]))
+
+
+def _analysis_row(rollout_id: int, seen: StepObservation, verdict: StepVerdict) -> AnalysisRow:
     return AnalysisRow(
         rollout_id=rollout_id,
         step=seen.step,
@@ -180,8 +195,11 @@ def _analysis_row(rollout_id: int, seen: StepObservation, passed: bool, reason: 
         rows_with_actuals=seen.rows_with_actuals,
         canary_wape=seen.canary_wape,
         champion_wape=seen.champion_wape,
-        passed=passed,
-        reason=reason,
+        passed=verdict.kind == "pass",
+        reason=verdict.reason,
+        outcome=verdict.kind,
+        rule=verdict.rule,
+        evidence=verdict.evidence.as_metadata() if verdict.evidence else None,
     )
 
 

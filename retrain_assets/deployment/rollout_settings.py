@@ -37,6 +37,18 @@ class RolloutSettings:
             champion's at the deploy-time check (0: lower at all).
         pass_max_age_hours: how old a deploy-time pass may be for a later run of
             `deployment_decision` alone to rely on it.
+        canary_rule: which rule judges a step's forecast quality: `wape` (the canary's WAPE
+            within `wape_tolerance` of the champion's on `min_actuals` rows) or `evidence`
+            (`canary_evidence.py`: a paired interval, inconclusive extends the step).
+        canary_confidence: confidence of the evidence rule's paired bootstrap interval.
+        canary_min_rows: rows with actuals the evidence rule needs at least (Spinnaker's
+            canary guidance: 50 data points); a bootstrap over a handful of store-days is noise.
+        canary_min_days: days of the customer's canary traffic a step's rows must cover at
+            least (with `canary_min_rows` as the floor): the sample size from the volume.
+        canary_inconclusive_limit: inconclusive analyses of a step (each extends it by
+            `step_seconds`) before `canary_final_rule` decides.
+        canary_final_rule: what decides a step still inconclusive after the limit: `point`
+            (the point estimate within `wape_tolerance` passes) or `rollback`.
     """
 
     interval_seconds: int = 60
@@ -51,11 +63,17 @@ class RolloutSettings:
     check_days: int = 7
     deploy_margin: float = 0.0
     pass_max_age_hours: float = 24.0
+    canary_rule: str = "wape"
+    canary_confidence: float = 0.90
+    canary_min_rows: int = 50
+    canary_min_days: float = 1.0
+    canary_inconclusive_limit: int = 3
+    canary_final_rule: str = "point"
 
     @property
     def canary_visit_budget(self) -> int:
-        """Return the visits a canary step may take: entering, the analyses, a few retries."""
-        return self.max_no_data_intervals + 20
+        """Return the visits a canary step may take: entering, analyses, a few retries."""
+        return self.max_no_data_intervals + self.canary_inconclusive_limit + 20
 
 
 DEFAULTS = RolloutSettings()
@@ -72,7 +90,15 @@ VARIABLES = {  # environment variable -> field
     "RETRAIN_DEPLOY_CHECK_DAYS": "check_days",
     "RETRAIN_DEPLOY_GATE_MARGIN": "deploy_margin",
     "RETRAIN_DEPLOY_PASS_MAX_AGE_HOURS": "pass_max_age_hours",
+    "RETRAIN_CANARY_RULE": "canary_rule",
+    "RETRAIN_CANARY_CONFIDENCE": "canary_confidence",
+    "RETRAIN_CANARY_MIN_ROWS": "canary_min_rows",
+    "RETRAIN_CANARY_MIN_DAYS": "canary_min_days",
+    "RETRAIN_CANARY_INCONCLUSIVE_LIMIT": "canary_inconclusive_limit",
+    "RETRAIN_CANARY_FINAL_RULE": "canary_final_rule",
 }
+CANARY_RULES = ("wape", "evidence")
+FINAL_RULES = ("point", "rollback")
 
 
 class InvalidRolloutSetting(ValueError):
@@ -98,7 +124,21 @@ def rollout_settings() -> RolloutSettings:
         check_days=_number("RETRAIN_DEPLOY_CHECK_DAYS", int, 1, 365),
         deploy_margin=_number("RETRAIN_DEPLOY_GATE_MARGIN", float, 0.0, 0.99),
         pass_max_age_hours=_number("RETRAIN_DEPLOY_PASS_MAX_AGE_HOURS", float, 0.0, 8760.0),
+        canary_rule=_choice("RETRAIN_CANARY_RULE", CANARY_RULES),
+        canary_confidence=_number("RETRAIN_CANARY_CONFIDENCE", float, 0.5, 0.999),
+        canary_min_rows=_number("RETRAIN_CANARY_MIN_ROWS", int, 1, 10_000_000),
+        canary_min_days=_number("RETRAIN_CANARY_MIN_DAYS", float, 0.0, 365.0),
+        canary_inconclusive_limit=_number("RETRAIN_CANARY_INCONCLUSIVE_LIMIT", int, 0, 1000),
+        canary_final_rule=_choice("RETRAIN_CANARY_FINAL_RULE", FINAL_RULES),
     )
+
+
+def _choice(variable: str, choices: tuple[str, ...]) -> str:
+    default = str(getattr(DEFAULTS, VARIABLES[variable]))
+    text = (os.environ.get(variable) or "").strip().lower() or default
+    if text not in choices:
+        raise InvalidRolloutSetting(f"{variable} must be one of {', '.join(choices)}, not {text!r}")
+    return text
 
 
 def _number(variable: str, kind: Callable[[str], _T], low: float, high: float) -> _T:

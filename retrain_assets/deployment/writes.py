@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import psycopg2.extensions
-from psycopg2.extras import execute_values
+from psycopg2.extras import Json, execute_values
 
 from retrain_assets.deployment.routes import Route, write_routes
 from retrain_assets.machines.engine import AdvanceResult
@@ -35,6 +35,9 @@ class AnalysisRow:
     champion_wape: float | None
     passed: bool
     reason: str
+    outcome: str = ""  # pass, fail or inconclusive ("" : from `passed`)
+    rule: str | None = None  # what decided (analysis.StepVerdict.rule)
+    evidence: Mapping[str, object] | None = None  # the evidence rule's numbers
 
 
 @dataclass(frozen=True)
@@ -118,9 +121,11 @@ def _insert_analyses(cur: psycopg2.extensions.cursor, rows: list[AnalysisRow]) -
         return
     cur.execute(
         "INSERT INTO rollout_analyses (rollout_id, step, canary_requests, canary_errors,"
-        " canary_nonfinite, rows_with_actuals, canary_wape, champion_wape, passed, reason)"
+        " canary_nonfinite, rows_with_actuals, canary_wape, champion_wape, passed, reason,"
+        " outcome, rule, evidence)"
         " SELECT * FROM unnest(%s::bigint[], %s::text[], %s::int[], %s::int[], %s::int[],"
-        " %s::int[], %s::float8[], %s::float8[], %s::bool[], %s::text[])",
+        " %s::int[], %s::float8[], %s::float8[], %s::bool[], %s::text[], %s::text[],"
+        " %s::text[], %s::jsonb[])",
         (
             [r.rollout_id for r in rows],
             [r.step for r in rows],
@@ -132,6 +137,9 @@ def _insert_analyses(cur: psycopg2.extensions.cursor, rows: list[AnalysisRow]) -
             [_finite(r.champion_wape) for r in rows],
             [r.passed for r in rows],
             [r.reason for r in rows],
+            [r.outcome or ("pass" if r.passed else "fail") for r in rows],
+            [r.rule for r in rows],
+            [Json(dict(r.evidence)) if r.evidence is not None else None for r in rows],
         ),
     )
 

@@ -308,6 +308,15 @@ MIGRATIONS: list[str] = [
         last_deferred_at    timestamptz NOT NULL DEFAULT clock_timestamp()
     );
     """,
+    # 11: a canary analysis's outcome (pass, fail or inconclusive: an inconclusive one extends
+    # the step, issue 26), the rule that decided it and the evidence's numbers (rows, rows
+    # needed, interval). Older rows: outcome NULL, read from `passed`.
+    """
+    ALTER TABLE rollout_analyses ADD COLUMN outcome text
+        CHECK (outcome IN ('pass', 'fail', 'inconclusive'));
+    ALTER TABLE rollout_analyses ADD COLUMN rule text;
+    ALTER TABLE rollout_analyses ADD COLUMN evidence jsonb;
+    """,
 ]
 
 _LOCK_ID = 7_231_001  # pg_advisory_xact_lock key: one migrator at a time
