@@ -6,7 +6,9 @@ leaves the machine in AWAIT_GATE for the gate and the registration that follow i
 A re-run for the same key finds the stored candidate and changes nothing; a failed download is
 retried by downloading again, never by training again. The candidate is also recorded in MLflow:
 one run per run key (tagged with the customer, run key, snapshot and decision), the model with
-its input signature, its training metrics and a forecast-against-actuals plot on the holdout.
+its input signature, its training metrics and a forecast-against-actuals plot on the holdout,
+and the prediction intervals the trainer computed in its MLmodel metadata (the service reads
+them from there).
 """
 
 import time
@@ -40,6 +42,7 @@ from retrain_assets.models.lineage import metadata_for_run_key
 from retrain_assets.models.resources import GpuServiceResource, training_services
 from retrain_assets.models.scoring import seasonal_naive
 from retrain_assets.models.training_job_asset import training_job
+from retrain_assets.prediction_intervals import METADATA_KEY, IntervalTable
 from retrain_assets.registry.resource import MlflowRegistryResource
 from retrain_assets.store.resource import ProjectDatabase
 
@@ -159,8 +162,14 @@ def _record_in_mlflow(
     run_id = registry.candidate_run(
         customer, key, {name: str(value) for name, value in tags.items() if value}
     )
+    intervals = IntervalTable.from_metrics(candidate.metrics)
     model_id = registry.log_candidate(
-        run_id, booster, candidate.metrics, holdout[MODEL_FEATURES].head(20), plot
+        run_id,
+        booster,
+        candidate.metrics,
+        holdout[MODEL_FEATURES].head(20),
+        plot,
+        {METADATA_KEY: intervals.as_metadata()} if intervals is not None else None,
     )
     context.log.info(f"candidate {key} is MLflow run {run_id}, logged model {model_id}")
     return {

@@ -20,7 +20,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import mlflow
 import pandas as pd
@@ -231,11 +231,13 @@ class MlflowRegistry:
         metrics: Mapping[str, float],
         signature_example: pd.DataFrame,
         plot_png: bytes | None = None,
+        model_metadata: Mapping[str, object] | None = None,
     ) -> str:
         """Log a LightGBM text model, its metrics and plot into the run; return the model id.
 
         The model is logged as the MLflow model `model`, with an input signature inferred from
-        `signature_example` (a few rows of the features it predicts from). A run that already
+        `signature_example` (a few rows of the features it predicts from) and `model_metadata`
+        in its MLmodel file (the prediction intervals it carries). A run that already
         has its model returns that model's id and logs nothing: the model is logged last, so
         its presence means the metrics and the plot are there too. A retry after a failure in
         the middle logs the metrics again (same values) and reuses an unfinished model record.
@@ -279,6 +281,7 @@ class MlflowRegistry:
                 # the flavor's pinned lightgbm: inferring the requirements instead loads the
                 # model in a subprocess and scans every installed package (15-25 s a model)
                 pip_requirements=mlflow.lightgbm.get_default_pip_requirements(),
+                metadata=dict(model_metadata) if model_metadata else None,
                 model_id=model_id,
                 run_id=run_id,
             )
@@ -424,6 +427,25 @@ class MlflowRegistry:
 
         with process_tracking_uri(self.tracking_uri):
             return mlflow.lightgbm.load_model(f"models:/{model_name(customer)}/{version}")
+
+    def load_version_with_metadata(
+        self, customer: str, version: str
+    ) -> tuple[lightgbm.Booster, dict[str, Any]]:
+        """Return one registered version's model and its MLmodel metadata ({}: none), one download.
+
+        The prediction service reads the model's prediction intervals from the metadata; a
+        version logged before them has none.
+        """
+        import mlflow.artifacts
+        import mlflow.lightgbm
+        from mlflow.models import Model
+
+        uri = f"models:/{model_name(customer)}/{version}"
+        with process_tracking_uri(self.tracking_uri), tempfile.TemporaryDirectory() as folder:
+            local = mlflow.artifacts.download_artifacts(artifact_uri=uri, dst_path=folder)
+            booster = mlflow.lightgbm.load_model(local)
+            metadata = Model.load(local).metadata or {}
+        return booster, dict(metadata)
 
     def withdraw_alias(self, customer: str, alias: str, version: str, reason: str) -> bool:
         """Remove `alias` if it still points at `version`; tag the version with the reason.

@@ -45,11 +45,11 @@ from retrain_assets.serving.key_lookup import features_by_key
 from retrain_assets.serving.prediction_log import PredictionLogWriter
 from retrain_assets.serving.predictor import Predictor, ServingError
 from retrain_assets.serving.protocol import (
-    V2_OUTPUTS,
     check_outputs,
     infer_response,
     model_metadata,
     rows_response,
+    v2_outputs,
 )
 from retrain_assets.serving.routes import RouteRefresher
 
@@ -209,7 +209,7 @@ def create_app(
     @app.get("/v2/models/{customer}", tags=["v2"], dependencies=_DOCUMENTED_TOKEN)
     def metadata(customer: str) -> Response:
         """Return the customer's model: versions served, inputs, outputs and the traffic split."""
-        return _json(model_metadata(predictor.route(customer)))
+        return _json(model_metadata(predictor.route(customer), predictor.levels))
 
     @app.get("/v2/models/{customer}/ready", tags=["v2"], dependencies=_DOCUMENTED_TOKEN)
     def model_ready(customer: str) -> dict[str, Any]:
@@ -226,13 +226,13 @@ def create_app(
     async def infer(customer: str, request: Request) -> Response:
         """Predict a batch sent as v2 tensors (JSON or binary): forecast, model_version, ..."""
         header = request.headers.get(HEADER)
-        names = [name for name, _ in V2_OUTPUTS]
+        names = [name for name, _ in v2_outputs(predictor.levels)]
 
         def work(raw: bytes) -> Response:
             predictor.route(customer)  # an unknown customer is a 404 before any body check
             body = decode_request(raw, header) if header is not None else parse_json(raw)
             parsed = v2_batch(body, max_rows, names)
-            check_outputs(parsed.outputs)
+            check_outputs(parsed.outputs, predictor.levels)
             forecast = predictor.forecast(customer, features(customer, parsed.batch))
             answered = infer_response(forecast, parsed.request_id, parsed.outputs)
             content, length = encode_response(answered, parsed.binary_outputs)

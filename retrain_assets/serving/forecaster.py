@@ -14,6 +14,7 @@ import lightgbm
 import numpy as np
 
 from retrain_assets.features.training_export import MODEL_FEATURES
+from retrain_assets.prediction_intervals import IntervalTable
 
 
 class PredictionFailed(Exception):
@@ -29,15 +30,22 @@ class Forecaster:
     booster: lightgbm.Booster
     columns: tuple[int, ...]
     unknown_features: tuple[str, ...]
+    intervals: IntervalTable | None = None  # None: logged before the trainer computed them
 
     @classmethod
-    def of(cls, customer: str, version: str, booster: lightgbm.Booster) -> Forecaster:
+    def of(
+        cls,
+        customer: str,
+        version: str,
+        booster: lightgbm.Booster,
+        intervals: IntervalTable | None = None,
+    ) -> Forecaster:
         """Return the forecaster of a loaded booster, its features mapped onto MODEL_FEATURES."""
         names = booster.feature_name()
         known = [name for name in names if name in MODEL_FEATURES]
         unknown = tuple(name for name in names if name not in MODEL_FEATURES)
         columns = tuple(MODEL_FEATURES.index(name) for name in known)
-        return cls(customer, version, booster, columns, unknown)
+        return cls(customer, version, booster, columns, unknown, intervals)
 
     def predict(self, features: np.ndarray) -> np.ndarray:
         """Return one prediction per row of `features` (rows x MODEL_FEATURES, NaN = missing).

@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from retrain_assets.customer_names import InvalidCustomerName, validate_customer_name
 from retrain_assets.features.training_export import MODEL_FEATURES
+from retrain_assets.prediction_intervals import level_name
 from retrain_assets.serving.forecaster import Forecaster, PredictionFailed
 from retrain_assets.serving.inputs import FeatureBatch
+from retrain_assets.serving.interval_answers import Bounds, RowIntervals, model_bounds
 from retrain_assets.serving.prediction_log import LogRow, LogUnavailable, PredictionLogWriter
 from retrain_assets.serving.routes import Route, RouteTable
 from retrain_assets.serving.routing import canary_mask
@@ -49,6 +51,11 @@ class Forecast:
     aliases: list[str]
     route: Route
     batch: FeatureBatch | None = None  # the rows asked for (features, reasons, defaults)
+    intervals: RowIntervals | None = None  # bounds per served level (None: no levels served)
+
+    def interval_rows(self) -> RowIntervals:
+        """Return the rows' bounds and notes (no levels when the service serves none)."""
+        return self.intervals or RowIntervals.empty(len(self.keys), ())
 
     def reasons(self) -> list[str | None]:
         """Return, per row, why it has no prediction (None: it has one)."""
@@ -71,17 +78,20 @@ class Forecast:
 
 @dataclass
 class _Outcome:
-    """One model's predictions for some rows, or why it made none."""
+    """One model's predictions for some rows (with their bounds), or why it made none."""
 
     predictions: np.ndarray | None
     error: str | None
+    bounds: Bounds | None = None
 
 
-def _predict(model: Forecaster, features: np.ndarray) -> _Outcome:
+def _predict(model: Forecaster, features: np.ndarray, levels: Sequence[str]) -> _Outcome:
     try:
-        return _Outcome(model.predict(features), None)
+        predictions = model.predict(features)
     except PredictionFailed as failure:
         return _Outcome(None, str(failure))
+    given = model_bounds(model.customer, model.version, model.intervals, predictions, levels)
+    return _Outcome(predictions, None, given)
 
 
 class Predictor:
@@ -93,12 +103,17 @@ class Predictor:
         models: Callable[[str, str], Forecaster],
         log: PredictionLogWriter,
         clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
+        levels: Sequence[float] = (),
     ) -> None:
-        """Answer from `routes`, with models from `models(customer, version)`, into `log`."""
+        """Answer from `routes`, with models from `models(customer, version)`, into `log`.
+
+        `levels`: the prediction intervals every answer carries (RETRAIN_INTERVAL_LEVELS).
+        """
         self.routes = routes
         self.models = models
         self.log = log
         self.clock = clock
+        self.levels = tuple(level_name(level) for level in levels)
 
     def route(self, customer: str) -> Route:
         """Return the customer's route with a champion.
@@ -149,15 +164,19 @@ class Predictor:
         route = self.route(customer)
         predictions = np.full(len(batch), math.nan)
         versions, aliases = [""] * len(batch), [""] * len(batch)
+        intervals = RowIntervals.empty(len(batch), self.levels)
         if answerable.any():
             part = self._forecast(customer, batch.subset(answerable))
             predictions[answerable] = part.predictions
+            intervals.place(np.flatnonzero(answerable), part.interval_rows())
             for at, version, alias in zip(
                 np.flatnonzero(answerable).tolist(), part.versions, part.aliases, strict=True
             ):
                 versions[at], aliases[at] = version, alias
             route = part.route
-        return Forecast(customer, batch.keys, predictions, versions, aliases, route, batch)
+        return Forecast(
+            customer, batch.keys, predictions, versions, aliases, route, batch, intervals
+        )
 
     def _forecast(self, customer: str, batch: FeatureBatch) -> Forecast:
         route = self.route(customer)
@@ -174,14 +193,44 @@ class Predictor:
             else None
         )
         served_at = self.clock()
-        by_champion = _predict(champion, batch.features)
-        by_canary = _predict(canary, batch.features[to_canary]) if canary is not None else None
+        by_champion = _predict(champion, batch.features, self.levels)
+        by_canary = (
+            _predict(canary, batch.features[to_canary], self.levels) if canary is not None else None
+        )
         rows = _log_rows(customer, batch, route, to_canary, by_champion, by_canary, served_at)
         try:
             self.log.write(rows)
         except LogUnavailable as error:
             raise ServingError(503, f"nothing was answered: {error}") from error
-        return _served(customer, batch, route, to_canary, by_champion, by_canary)
+        served = _served(customer, batch, route, to_canary, by_champion, by_canary)
+        return replace(served, intervals=_intervals(self.levels, to_canary, by_champion, by_canary))
+
+
+def _intervals(
+    levels: tuple[str, ...],
+    to_canary: np.ndarray,
+    by_champion: _Outcome,
+    by_canary: _Outcome | None,
+) -> RowIntervals:
+    """Return each served row's bounds: the canary's for its rows, the champion's for the rest."""
+    rows = RowIntervals.empty(len(to_canary), levels)
+    if by_canary is not None and by_canary.bounds is not None:
+        rows.put(np.flatnonzero(to_canary), by_canary.bounds)
+        if by_champion.bounds is not None:
+            mine = np.flatnonzero(~to_canary)
+            rows.put(mine, _subset(by_champion.bounds, mine))
+    elif by_champion.bounds is not None:
+        rows.put(np.arange(len(to_canary)), by_champion.bounds)
+    return rows
+
+
+def _subset(given: Bounds, rows: np.ndarray) -> Bounds:
+    """Return one model's bounds of some of its rows."""
+    return Bounds(
+        {name: values[rows] for name, values in given.lower.items()},
+        {name: values[rows] for name, values in given.upper.items()},
+        given.note,
+    )
 
 
 def _versions(route: Route) -> tuple[str, str | None]:

@@ -5,12 +5,18 @@ JSON has no NaN: a prediction that is not finite is answered as null with `non_f
 null too, with `non_finite` false and no version. Every v2 response carries the request's `id`
 (a fresh one when it sent none) and a `model_version`: the version that served every row, or
 the champion's and the canary's joined by "+" when a canary took some of them.
+
+Prediction intervals: for every level the service serves (RETRAIN_INTERVAL_LEVELS, e.g. 80
+and 95), each JSON row has `lower_80` and `upper_80`, and v2 has FP64 outputs of those names;
+`interval_note` says why a row's bounds are null (its model carries none, or not that level).
+A bound is null (NaN in a binary tensor) wherever the prediction is.
 """
 
 from __future__ import annotations
 
 import math
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 from retrain_assets.serving.inputs import InvalidRequest, v2_inputs
@@ -29,6 +35,36 @@ V2_OUTPUTS = (
     ("price_used", "FP64"),
     ("on_promo_used", "FP64"),
 )
+INTERVAL_NOTE = "interval_note"
+
+
+def interval_outputs(levels: Sequence[str]) -> list[tuple[str, str]]:
+    """Return the outputs of the served levels: lower_80, upper_80, ..., then interval_note."""
+    if not levels:
+        return []
+    bounds = [(f"{side}_{name}", "FP64") for name in levels for side in ("lower", "upper")]
+    return [*bounds, (INTERVAL_NOTE, "BYTES")]
+
+
+def v2_outputs(levels: Sequence[str]) -> list[tuple[str, str]]:
+    """Return every v2 output (name, datatype) of a service serving `levels`."""
+    return [*V2_OUTPUTS, *interval_outputs(levels)]
+
+
+def _interval_columns(forecast: Forecast) -> dict[str, list[Any]]:
+    """Return each interval output's values per row (None where a bound is missing).
+
+    A row without a finite prediction has no bounds (they are NaN from the start).
+    """
+    rows = forecast.interval_rows()
+    if not rows.levels:
+        return {}
+    columns: dict[str, list[Any]] = {}
+    for name in rows.levels:
+        columns[f"lower_{name}"] = _or_none(rows.lower[name].tolist())
+        columns[f"upper_{name}"] = _or_none(rows.upper[name].tolist())
+    columns[INTERVAL_NOTE] = list(rows.notes)
+    return columns
 
 
 def _finite_or_none(predictions: list[float]) -> tuple[list[float | None], list[bool]]:
@@ -62,6 +98,7 @@ def rows_response(forecast: Forecast) -> dict[str, Any]:
     """
     values, flags, reasons = _flags(forecast)
     prices, promos = _or_none(forecast.covariate("price")), forecast.covariate("on_promo")
+    intervals = _interval_columns(forecast)
     return {
         "customer": forecast.customer,
         "predictions": [
@@ -75,18 +112,31 @@ def rows_response(forecast: Forecast) -> dict[str, Any]:
                 "price": price,
                 "on_promo": None if math.isnan(promo) else bool(promo),
                 "defaulted": defaulted.split(",") if defaulted else [],
+                **{name: column[at] for name, column in intervals.items()},
             }
-            for key, value, flag, version, alias, reason, price, promo, defaulted in zip(
-                forecast.keys,
-                values,
-                flags,
-                forecast.versions,
-                forecast.aliases,
-                reasons,
-                prices,
-                promos,
-                forecast.defaulted(),
-                strict=True,
+            for at, (
+                key,
+                value,
+                flag,
+                version,
+                alias,
+                reason,
+                price,
+                promo,
+                defaulted,
+            ) in enumerate(
+                zip(
+                    forecast.keys,
+                    values,
+                    flags,
+                    forecast.versions,
+                    forecast.aliases,
+                    reasons,
+                    prices,
+                    promos,
+                    forecast.defaulted(),
+                    strict=True,
+                )
             )
         ],
     }
@@ -101,13 +151,13 @@ def response_version(forecast: Forecast) -> str:
     return "+".join(sorted(served, key=lambda v: (v != champion, v)))
 
 
-def check_outputs(wanted: list[str] | None) -> None:
+def check_outputs(wanted: list[str] | None, levels: Sequence[str] = ()) -> None:
     """Refuse a v2 request that asks for an output the service does not produce.
 
     Raises:
         InvalidRequest: 422 naming the unknown output.
     """
-    known = {name for name, _ in V2_OUTPUTS}
+    known = {name for name, _ in v2_outputs(levels)}
     for name in wanted or []:
         if name not in known:
             raise InvalidRequest(
@@ -120,7 +170,7 @@ def infer_response(
 ) -> dict[str, Any]:
     """Return the v2 inference response: one tensor per output (all, or those asked for)."""
     values, flags, reasons = _flags(forecast)
-    data = {
+    data: dict[str, list[Any]] = {
         "forecast": values,
         "model_version": forecast.versions,
         "alias": forecast.aliases,
@@ -130,11 +180,14 @@ def infer_response(
         "defaulted": forecast.defaulted(),
         "price_used": _or_none(forecast.covariate("price")),
         "on_promo_used": _or_none(forecast.covariate("on_promo")),
+        **_interval_columns(forecast),
     }
+    if INTERVAL_NOTE in data:  # BYTES: every element is a string
+        data[INTERVAL_NOTE] = [note or "" for note in data[INTERVAL_NOTE]]
     rows = len(forecast.keys)
     outputs = [
         {"name": name, "datatype": datatype, "shape": [rows], "data": data[name]}
-        for name, datatype in V2_OUTPUTS
+        for name, datatype in v2_outputs(forecast.interval_rows().levels)
         if wanted is None or name in wanted
     ]
     return {
@@ -145,7 +198,7 @@ def infer_response(
     }
 
 
-def model_metadata(route: Route) -> dict[str, Any]:
+def model_metadata(route: Route, levels: Sequence[str] = ()) -> dict[str, Any]:
     """Return the v2 model metadata of a customer: versions served, inputs, outputs, split."""
     return {
         "name": route.customer,
@@ -155,7 +208,8 @@ def model_metadata(route: Route) -> dict[str, Any]:
             {"name": name, "datatype": datatype, "shape": [-1]} for name, datatype in v2_inputs()
         ],
         "outputs": [
-            {"name": name, "datatype": datatype, "shape": [-1]} for name, datatype in V2_OUTPUTS
+            {"name": name, "datatype": datatype, "shape": [-1]}
+            for name, datatype in v2_outputs(levels)
         ],
         "parameters": {
             "champion_version": route.champion_version,

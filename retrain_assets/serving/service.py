@@ -14,6 +14,7 @@ import threading
 
 from retrain_assets.features.countries import countries_of
 from retrain_assets.features.parquet_store import ParquetPartitionStore
+from retrain_assets.prediction_intervals import IntervalRules, IntervalTable
 from retrain_assets.registry.mlflow_registry import MlflowRegistry
 from retrain_assets.server_process import (
     StopSignal,
@@ -69,9 +70,15 @@ class ModelLoader:
     def __call__(self, customer: str, version: str) -> Forecaster:
         """Return the version's forecaster, loaded now."""
         with self._lock:
-            booster = self.registry.load_version(customer, version)
-        log.info("loaded model version %s of %s", version, customer)
-        return Forecaster.of(customer, version, booster)
+            booster, metadata = self.registry.load_version_with_metadata(customer, version)
+        intervals = IntervalTable.from_metadata(metadata)  # malformed: the load fails, said so
+        log.info(
+            "loaded model version %s of %s (%s)",
+            version,
+            customer,
+            f"intervals {', '.join(intervals.halfwidths)}" if intervals else "no intervals",
+        )
+        return Forecaster.of(customer, version, booster, intervals)
 
 
 def serve(host: str = DEFAULT_HOST, port: int = 8080) -> None:
@@ -90,6 +97,7 @@ def serve(host: str = DEFAULT_HOST, port: int = 8080) -> None:
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     token, max_models, max_rows = _token(), serve_max_models(), serve_max_rows()
+    levels = IntervalRules.from_settings().levels  # a bad level stops the start, named
     refresh = serve_refresh_seconds()
     check_port_free(host, port)
     # MLflow's client retries an unreachable server for minutes; a request waiting on a model
@@ -108,7 +116,7 @@ def serve(host: str = DEFAULT_HOST, port: int = 8080) -> None:
 
     table = RouteTable()
     writer = PredictionLogWriter(url)
-    predictor = Predictor(table, cache.get, writer)
+    predictor = Predictor(table, cache.get, writer, levels=levels)
     refresher = RouteRefresher(url, table, preload, refresh)
     history = HistoryCache(
         ParquetHistory(ParquetPartitionStore(storage_root())),

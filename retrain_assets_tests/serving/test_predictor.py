@@ -32,7 +32,9 @@ class FakeLog:
 
 
 class NaNModel:
+    customer = "acme"
     version = "5"
+    intervals = None
 
     def predict(self, features: np.ndarray) -> np.ndarray:
         return np.full(len(features), math.nan)

@@ -19,6 +19,7 @@ import pytest
 from retrain_assets.demo.tenants import TenantSpec
 from retrain_assets.features.parquet_store import ParquetPartitionStore
 from retrain_assets.features.training_export import MODEL_FEATURES
+from retrain_assets.prediction_intervals import METADATA_KEY, IntervalTable
 from retrain_assets.registry.mlflow_registry import MlflowRegistry
 from retrain_assets.runtime.token_files import write_token_files
 from retrain_assets.serving.history import Publication
@@ -39,9 +40,10 @@ from retrain_assets_tests.support.waiting import patience, wait_until
 pytestmark = pytest.mark.system
 MAX_ROWS = 500
 SUFFIX = uuid.uuid4().hex[:6]
-STEADY, MOVING, BROKEN, NO_CHAMPION = (
-    f"{n}-{SUFFIX}" for n in ("steady", "moving", "broken", "new")
+STEADY, MOVING, BROKEN, NO_CHAMPION, LEVELS = (
+    f"{n}-{SUFFIX}" for n in ("steady", "moving", "broken", "new", "levels")
 )
+WIDTHS = IntervalTable({"80": 3.0, "95": 7.5}, windows=2, scores=280)  # LEVELS' version 1
 KEYED_SPEC = TenantSpec(STEADY, "US", stores=2, items=6, seed=5)  # STEADY's published history
 DROPPED = ("S002", "I0003")  # a store and an item it has, never sold together
 README_SPEC = TenantSpec("northwind-us", "US", stores=2, items=3, seed=11)  # README's customer
@@ -57,13 +59,16 @@ def module_db(pg_server: PostgresServer) -> str:
     return url
 
 
-def register(registry: MlflowRegistry, customer: str, booster) -> str:
+def register(
+    registry: MlflowRegistry, customer: str, booster, intervals: IntervalTable | None = None
+) -> str:
     run_key = uuid.uuid4().hex[:16]
     run_id = registry.candidate_run(customer, run_key)
     example = feature_frame(
         5, extra=tuple(n for n in booster.feature_name() if n not in MODEL_FEATURES)
     )
-    registry.log_candidate(run_id, booster, {"holdout_wape": 0.1}, example)
+    metadata = {METADATA_KEY: intervals.as_metadata()} if intervals else None
+    registry.log_candidate(run_id, booster, {"holdout_wape": 0.1}, example, None, metadata)
     return registry.register(customer, run_key, run_id)
 
 
@@ -80,6 +85,9 @@ def boosters(mlflow_uri: str) -> dict[tuple[str, str], object]:
     made[(BROKEN, register(registry, BROKEN, broken))] = broken
     readme = train(1.0, 0.0)
     made[(README_SPEC.name, register(registry, README_SPEC.name, readme))] = readme
+    with_intervals, old = train(1.0, 0.0), train(2.0, 100.0)
+    made[(LEVELS, register(registry, LEVELS, with_intervals, WIDTHS))] = with_intervals
+    made[(LEVELS, register(registry, LEVELS, old))] = old  # logged before intervals existed
     return made
 
 
@@ -138,6 +146,7 @@ def service(
     set_route(module_db, MOVING, "1")
     set_route(module_db, BROKEN, "1")
     set_route(module_db, NO_CHAMPION, None)
+    set_route(module_db, LEVELS, "1")
     process = ServingProcess(
         module_db,
         mlflow_uri,
@@ -749,3 +758,65 @@ def test_the_readme_example_works_verbatim_from_a_second_terminal(
     next_day = publication.latest + dt.timedelta(days=1)
     assert row["request_key"] == f"S001/I0001/{next_day}" and row["prediction"] is not None
     assert row["model_version"] == version and row["defaulted"] == ["price", "on_promo"]
+
+
+def test_intervals_on_both_routes_in_binary_and_json_and_an_old_canary_says_why(service, boosters):
+    http = pytest.importorskip("tritonclient.http")
+    served_versions(service, LEVELS, "1")
+    rows = [feature_row("S1", f"I{i}", seed=i) for i in range(6)]
+    expected = boosters[(LEVELS, "1")].predict(pd.DataFrame(rows)[MODEL_FEATURES])
+    low80, high80 = np.maximum(expected - 3.0, 0), expected + 3.0
+    low95, high95 = np.maximum(expected - 7.5, 0), expected + 7.5
+
+    answered = service.forecast(LEVELS, rows).json()["predictions"]
+    assert np.allclose([r["lower_80"] for r in answered], low80)
+    assert np.allclose([r["upper_95"] for r in answered], high95)
+    assert {r["interval_note"] for r in answered} == {None}
+    outputs = service.call("GET", f"/v2/models/{LEVELS}").json()["outputs"]
+    assert [o["name"] for o in outputs][-5:] == [
+        "lower_80",
+        "upper_80",
+        "lower_95",
+        "upper_95",
+        "interval_note",
+    ]
+    infer = service.call("POST", f"/v2/models/{LEVELS}/infer", json=v2_request(rows)).json()
+    by_name = {o["name"]: o["data"] for o in infer["outputs"]}
+    assert np.allclose(by_name["upper_80"], high80) and by_name["interval_note"] == [""] * 6
+
+    columns = {
+        name: ("BYTES", np.array([r[name].encode() for r in rows], object))
+        for name in ("store_id", "item_id", "date")
+    } | {name: ("FP64", np.array([r[name] for r in rows])) for name in MODEL_FEATURES}
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    client = http.InferenceServerClient(url=f"127.0.0.1:{service.port}")
+    try:
+        result = client.infer(LEVELS, triton_inputs(http, columns, True), headers=dict(auth))
+        assert all("binary_data_size" in o["parameters"] for o in result.get_response()["outputs"])
+        assert np.allclose(result.as_numpy("lower_80"), low80)
+        assert np.allclose(result.as_numpy("lower_95"), low95)
+        assert np.allclose(result.as_numpy("upper_95"), high95)
+        assert result.as_numpy("interval_note").tolist() == [b""] * 6
+        # the version logged before intervals existed, as a canary taking every row
+        set_route(service.app_db, LEVELS, "1", "2", 1.0, 7, "CANARY_100")
+        wait_for_versions(service, LEVELS, ["1", "2"])
+        wanted = [
+            http.InferRequestedOutput(name, binary_data=name != "alias")
+            for name in ("forecast", "upper_80", "interval_note", "alias")
+        ]
+        result = client.infer(
+            LEVELS, triton_inputs(http, columns, False), outputs=wanted, headers=dict(auth)
+        )
+        assert result.as_numpy("alias").tolist() == ["canary"] * 6
+        assert np.isnan(result.as_numpy("upper_80")).all()
+        assert np.isfinite(result.as_numpy("forecast")).all()
+        note = result.as_numpy("interval_note")[0].decode()
+        assert note == (
+            f"model version 2 of {LEVELS} carries no prediction intervals "
+            "(logged before its trainer computed them)"
+        )
+        plain = service.forecast(LEVELS, rows).json()["predictions"]
+        assert {(r["lower_95"], r["interval_note"]) for r in plain} == {(None, note)}
+    finally:
+        client.close()
+        served_versions(service, LEVELS, "1")

@@ -1,0 +1,121 @@
+"""Prediction intervals in the answers: per served level, the canary's own, an old model's note."""
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+
+from retrain_assets.features.training_export import MODEL_FEATURES
+from retrain_assets.prediction_intervals import IntervalTable
+from retrain_assets.serving.forecaster import Forecaster
+from retrain_assets.serving.inputs import rows_batch
+from retrain_assets.serving.predictor import Predictor
+from retrain_assets.serving.protocol import (
+    check_outputs,
+    infer_response,
+    model_metadata,
+    rows_response,
+)
+from retrain_assets.serving.routes import RouteTable
+from retrain_assets.serving.routing import canary_mask
+from retrain_assets_tests.serving.models import feature_frame
+from retrain_assets_tests.serving.test_predictor import AT, BOOSTERS, FakeLog, route
+
+WIDTHS = {
+    "1": IntervalTable({"80": 4.0, "95": 9.0}, windows=2, scores=300),  # both levels
+    "2": None,  # logged before intervals existed
+    "3": IntervalTable({"80": 6.0}, windows=2, scores=300),  # trained with 80 only
+}
+
+
+def predictor(*routes, log=None, levels=(80.0, 95.0)) -> Predictor:
+    table = RouteTable()
+    for r in routes:
+        table.put(r)
+    table.loaded = True
+
+    def models(customer: str, version: str) -> Forecaster:
+        booster = BOOSTERS["2" if version == "3" else version]
+        return Forecaster.of(customer, version, booster, WIDTHS[version])
+
+    return Predictor(table, models, log or FakeLog(), clock=lambda: AT, levels=levels)
+
+
+def batch(count: int):
+    frame = feature_frame(count, seed=4)
+    rows = [
+        {"store_id": f"S{i % 5}", "item_id": f"I{i}", "date": "2026-03-01", **record}
+        for i, record in enumerate(frame.to_dict("records"))
+    ]
+    return rows_batch({"rows": rows}, 10_000), frame
+
+
+def test_each_row_carries_its_bounds_at_every_served_level_on_both_routes():
+    rows, frame = batch(30)
+    forecast = predictor(route()).forecast("acme", rows)
+    expected = BOOSTERS["1"].predict(frame[MODEL_FEATURES])
+    answered = rows_response(forecast)["predictions"]
+    for row, value in zip(answered, expected, strict=True):
+        assert row["lower_80"] == pytest.approx(max(value - 4.0, 0.0))
+        assert row["upper_80"] == pytest.approx(value + 4.0)
+        assert row["lower_95"] == pytest.approx(max(value - 9.0, 0.0))
+        assert row["upper_95"] == pytest.approx(value + 9.0)
+        assert row["interval_note"] is None
+    outputs = {o["name"]: o for o in infer_response(forecast, "r", None)["outputs"]}
+    assert [o["name"] for o in outputs.values()][-5:] == [
+        "lower_80",
+        "upper_80",
+        "lower_95",
+        "upper_95",
+        "interval_note",
+    ]
+    assert outputs["upper_95"]["datatype"] == "FP64"
+    assert outputs["upper_95"]["data"] == pytest.approx((expected + 9.0).tolist())
+    assert outputs["interval_note"]["data"] == [""] * 30
+    check_outputs(["lower_95", "interval_note"], forecast.interval_rows().levels)
+    names = [o["name"] for o in model_metadata(route(), ("80",))["outputs"]]
+    assert names[-3:] == ["lower_80", "upper_80", "interval_note"]
+
+
+def test_an_old_canary_answers_its_rows_without_bounds_and_says_so():
+    rows, _ = batch(200)
+    log = FakeLog()
+    forecast = predictor(route(canary="2", weight=0.5), log=log).forecast("acme", rows)
+    to_canary = canary_mask("acme", rows.keys, 0.5)
+    answered = rows_response(forecast)["predictions"]
+    for row, canary in zip(answered, to_canary, strict=True):
+        if canary:
+            assert row["lower_80"] is None and row["upper_95"] is None
+            assert row["interval_note"] == (
+                "model version 2 of acme carries no prediction intervals "
+                "(logged before its trainer computed them)"
+            )
+        else:
+            assert row["upper_80"] == pytest.approx(row["prediction"] + 4.0)
+            assert row["interval_note"] is None
+
+
+def test_a_model_without_a_served_level_names_it_and_a_service_without_levels_adds_nothing():
+    rows, _ = batch(3)
+    forecast = predictor(route(champion="3")).forecast("acme", rows)
+    row = rows_response(forecast)["predictions"][0]
+    assert row["upper_80"] == pytest.approx(row["prediction"] + 6.0)
+    assert row["lower_95"] is None and row["upper_95"] is None
+    assert row["interval_note"] == "model version 3 of acme has no 95 % interval (it carries 80)"
+    plain = predictor(route(), levels=()).forecast("acme", rows)
+    assert "lower_80" not in rows_response(plain)["predictions"][0]
+    assert len(infer_response(plain, "r", None)["outputs"]) == 9
+
+
+def test_rows_without_a_prediction_have_no_bounds_and_no_note():
+    rows, _ = batch(4)
+    rows = dataclasses.replace(
+        rows, reasons=[None, "no sales history for store S1, item I1", None, None]
+    )
+    forecast = predictor(route()).forecast("acme", rows)
+    answered = rows_response(forecast)["predictions"]
+    assert answered[1]["lower_80"] is None and answered[1]["interval_note"] is None
+    assert answered[0]["lower_80"] is not None and math.isfinite(answered[2]["upper_95"])
+    lower = infer_response(forecast, "r", None)["outputs"][-5]["data"]
+    assert lower[1] is None and np.isfinite(lower[0])
