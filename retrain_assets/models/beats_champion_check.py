@@ -10,7 +10,10 @@ of a version that already holds `challenger` takes the alias away, and says so.
 
 The rule that decides is RETRAIN_GATE_RULE (`gate.py`'s `judge_gate`): `margin` (the default)
 or `evidence` (`gate_evidence.py`: windows, a paired bootstrap interval, a store guard). The
-check's metadata shows both, and `rule` names the one that decided.
+check's metadata shows both, and `rule` names the one that decided. The candidate's prediction
+intervals are judged on the same holdout (`gate_coverage.py`): each level's coverage is shown,
+and an interval covering far less than its level fails a candidate that would have passed
+(`rule`: coverage).
 """
 
 import math
@@ -22,15 +25,17 @@ from retrain_assets.asset_keys import MODEL_CANDIDATE
 from retrain_assets.customers import CUSTOMERS, customer_of
 from retrain_assets.features.evidence import EVIDENCE_COLUMNS, EvidenceRules, judge_parts
 from retrain_assets.features.parquet_store import PartitionStorage
-from retrain_assets.features.training_export import read_export_part, read_holdout
+from retrain_assets.features.training_export import LABEL, read_export_part, read_holdout
 from retrain_assets.models.candidates import CandidateTable
 from retrain_assets.models.gate import GateMetadata, booster_predictor, gate_rule, judge_gate
+from retrain_assets.models.gate_coverage import judge_coverage, with_coverage
 from retrain_assets.models.gate_evidence import GateRules
 from retrain_assets.models.gate_results import GateResult, record_gate_result
 from retrain_assets.models.handoff_errors import doing, snapshot_window
 from retrain_assets.models.lineage import latest_run_key
 from retrain_assets.models.model_candidate_asset import model_candidate
 from retrain_assets.models.reference import choose_reference
+from retrain_assets.prediction_intervals import IntervalTable, coverage_tolerance
 from retrain_assets.registry.mlflow_registry import CHALLENGER, MlflowRegistry, model_name
 from retrain_assets.registry.resource import MlflowRegistryResource
 from retrain_assets.settings import gate_margin
@@ -102,6 +107,16 @@ def beats_champion(
             evidence_rules,
             gate_rule(),
         )
+    with doing(
+        "judging the candidate's prediction intervals on the holdout", customer, key, window
+    ):
+        covered = judge_coverage(
+            holdout[LABEL].to_numpy(dtype=float),
+            booster_predictor(booster)(holdout),
+            IntervalTable.from_metrics(candidate.metrics),
+            coverage_tolerance(),
+        )
+    outcome = with_coverage(outcome, covered)
     verdict, shown = outcome.verdict, outcome.metadata
     reason = verdict.reason
     if not verdict.passed:
@@ -169,7 +184,8 @@ def _log_to_mlflow(
     registry: MlflowRegistry, customer: str, key: str, passed: bool, shown: GateMetadata
 ) -> None:
     """Put the verdict on the candidate's MLflow run too, for whoever browses MLflow."""
-    scores = {f"gate_{name}": shown[name] for name in ("candidate_wape", "reference_wape")}
+    names = ["candidate_wape", "reference_wape", *(n for n in shown if n.startswith("coverage_"))]
+    scores = {f"gate_{name}": shown[name] for name in names}
     metrics = {
         "gate_passed": 1.0 if passed else 0.0,
         # an unscorable forecast's NaN is not logged; the reason says why

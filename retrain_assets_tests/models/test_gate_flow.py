@@ -90,9 +90,18 @@ def test_a_winner_is_registered_once_as_challenger_and_retries_change_nothing(mo
     assert passed.metadata["interval_low"].value <= passed.metadata["interval_high"].value
     assert str(passed.metadata["evidence_verdict"].value).startswith(("pass (", "fail ("))
 
+    # the candidate's prediction intervals, judged on the same holdout (issue 26, part 4)
+    coverage_80 = passed.metadata["coverage_80"].value
+    assert 0.7 <= coverage_80 <= 1.0, passed.metadata["interval_coverage"].value
+    widths = [passed.metadata[f"interval_halfwidth_{n}"].value for n in ("80", "95")]
+    assert 0 < widths[0] < widths[1]
+
     [version] = registry.versions_of(CUSTOMER, key)
     assert version.aliases == ["challenger"]
     assert version.tags == {"run_key": key, "customer": CUSTOMER}
+    _, carried = registry.load_version_with_metadata(CUSTOMER, version.version)
+    assert carried["prediction_intervals"]["windows"] == 2  # what the service will serve
+    assert carried["prediction_intervals"]["halfwidths"]["80"] == pytest.approx(widths[0])
     [run] = registry.runs_of(CUSTOMER, key)
     training = materialize(instance, [training_job], train_config(**STRONG))
     snapshot = training.asset_materializations_for_node("training_job")[0].metadata["snapshot"]

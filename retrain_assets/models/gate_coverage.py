@@ -1,0 +1,86 @@
+"""The gate's look at the candidate's prediction intervals: do they cover the holdout?
+
+The trainer's widths promise that about 80 % of actuals fall within the 80 % interval. The
+holdout is rows the candidate never saw, so the gate counts how many do: an interval that
+covers far less than its level (more than RETRAIN_INTERVAL_COVERAGE_TOLERANCE below it; 0.10
+by default, so an 80 % interval covering 50 % fails) would make every served bound a
+confident lie, and the candidate fails with that reason even if its WAPE wins. A candidate
+without intervals (RETRAIN_INTERVAL_LEVELS=none, or a training window too short for two
+rolling origins) is not judged on them, and the metadata says so.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+from retrain_assets.models.gate import GateMetadata, GateOutcome
+from retrain_assets.prediction_intervals import IntervalTable, bounds, coverage
+
+
+@dataclass(frozen=True)
+class CoverageVerdict:
+    """Whether every level covered enough of the holdout, why, and the numbers."""
+
+    passed: bool
+    reason: str
+    metadata: GateMetadata
+
+
+def judge_coverage(
+    actual: np.ndarray,
+    forecast: np.ndarray,
+    intervals: IntervalTable | None,
+    tolerance: float,
+) -> CoverageVerdict:
+    """Return the coverage of each of the candidate's levels on the holdout and the verdict."""
+    if intervals is None:
+        said = "not judged: the candidate carries no prediction intervals"
+        return CoverageVerdict(True, said, {"interval_coverage": said})
+    if len(actual) == 0:
+        said = "not judged: the holdout has no rows"
+        return CoverageVerdict(True, said, {"interval_coverage": said})
+    shown: GateMetadata = {"interval_scores": intervals.scores}
+    short = []
+    for name, width in intervals.halfwidths.items():
+        lower, upper = bounds(forecast, width)
+        covered = coverage(actual, lower, upper)
+        needed = float(name) / 100.0 - tolerance
+        shown[f"coverage_{name}"] = round(covered, 4)
+        shown[f"interval_halfwidth_{name}"] = round(width, 4)
+        if covered < needed:
+            short.append(
+                f"the {name} % interval (half-width {width:.3g}) covers {covered:.1%} of the "
+                f"holdout's {len(actual)} actuals, below the {needed:.1%} it needs ({name} % "
+                f"less RETRAIN_INTERVAL_COVERAGE_TOLERANCE's {tolerance * 100:g} points)"
+            )
+    if short:
+        reason = "coverage: " + "; ".join(short)
+        shown["interval_coverage"] = reason
+        return CoverageVerdict(False, reason, shown)
+    levels = ", ".join(
+        f"{name} % covers {shown[f'coverage_{name}']:.1%}" for name in intervals.halfwidths
+    )
+    said = f"ok on {len(actual)} actuals: {levels}"
+    shown["interval_coverage"] = said
+    return CoverageVerdict(True, said, shown)
+
+
+def with_coverage(outcome: GateOutcome, judged: CoverageVerdict) -> GateOutcome:
+    """Return the gate's outcome with the coverage shown; a passing candidate may now fail.
+
+    A failed coverage turns a pass into a fail decided by rule `coverage` (the WAPE verdict
+    stays in the metadata as `wape_verdict`); a candidate that already failed keeps its reason.
+    """
+    shown: GateMetadata = {**outcome.metadata, **judged.metadata}
+    if judged.passed or not outcome.verdict.passed:
+        return GateOutcome(outcome.verdict, shown)
+    shown |= {
+        "rule": "coverage",
+        "reason": judged.reason,
+        "wape_verdict": f"pass: {outcome.verdict.reason}",
+    }
+    verdict = dataclasses.replace(outcome.verdict, passed=False, reason=judged.reason)
+    return GateOutcome(verdict, shown)
