@@ -10,7 +10,9 @@ training (`gpu/service/trainer.py`), the gate (`models/gate.py`'s `judge_candida
 and the canary's analysis (`deployment/analysis.py`'s `judge_step` on pairs scored by
 `deployment/observations.py`'s `score_pairs`, rows routed by `serving/routing.py`), with the
 demo's rollout settings (`runtime/demo_mode.py`: steps of two demo days, 10 predictions and
-10 rows with actuals).
+10 rows with actuals). `--canary evidence` (RETRAIN_CANARY_RULE) judges the canary by
+`deployment/canary_evidence.py` instead: the same pairs resampled, the rows a step needs from
+the tenant's published rows a day, an inconclusive analysis restarting the step's two days.
 
 Each decision is then judged in hindsight (docs/decisions.md, "Right in hindsight"): the
 candidate and the model it would replace (the gate's reference; the champion for a canary)
@@ -29,6 +31,8 @@ step's analysis runs once a day (the demo's 5 s ticks see one new day of rows ea
 
     .venv/bin/python benchmarks/bench_hindsight.py
     .venv/bin/python benchmarks/bench_hindsight.py --days 218 --json /tmp/hindsight.json
+    RETRAIN_GATE_WINDOWS=4 .venv/bin/python benchmarks/bench_hindsight.py --gate evidence \
+        --canary evidence
 """
 
 from __future__ import annotations
@@ -60,8 +64,13 @@ from retrain_assets.demo.tenants import (
     TenantSpec,
 )
 from retrain_assets.deployment.analysis import StepObservation, judge_step
+from retrain_assets.deployment.canary_evidence import PAIR_COLUMNS, daily_rows
 from retrain_assets.deployment.observations import score_pairs
-from retrain_assets.deployment.rollout_settings import rollout_settings, step_name
+from retrain_assets.deployment.rollout_settings import (
+    RolloutSettings,
+    rollout_settings,
+    step_name,
+)
 from retrain_assets.features.evidence import (
     EVIDENCE_COLUMNS,
     HOLDOUT_DAYS,
@@ -139,6 +148,9 @@ class Judged:
     first_deployment: bool = False
     deployed: bool = False  # gate only: a canary (or a first promotion) followed
     rows_decided_on: int = 0  # canary only: rows with actuals at the deciding analysis
+    rule: str = ""  # canary only: the rule that decided (analysis.StepVerdict.rule)
+    canary_days: int = 0  # canary only: demo days from its deployment to its outcome
+    inconclusive: int = 0  # canary only: its inconclusive analyses (each extended a step)
     band: float = EQUIVALENT
     metadata: dict[str, Any] = field(default_factory=dict)  # the gate's, as its check shows it
 
@@ -176,6 +188,9 @@ class Rollout:
     step_requests: int = 0
     waited: int = 0
     pairs: list[pd.DataFrame] = field(default_factory=list)
+    timer_first_day: dt.date | None = None  # the step's wait restarted by an inconclusive one
+    inconclusive: int = 0  # inconclusive analyses of the step (the evidence rule)
+    inconclusive_total: int = 0  # of the rollout
 
 
 @dataclass
@@ -329,7 +344,8 @@ class Replay:
         rollout = tenant.rollout
         if rollout is None or day < rollout.step_first_day:
             return
-        elapsed = ((day - rollout.step_first_day).days + 1) * self.day_seconds
+        timer = rollout.timer_first_day or rollout.step_first_day
+        elapsed = ((day - timer).days + 1) * self.day_seconds
         if elapsed < self.settings.step_seconds:
             return
         pairs = pd.concat(rollout.pairs, ignore_index=True)
@@ -337,22 +353,34 @@ class Replay:
             pairs.drop(columns="actual"), pairs.drop(columns=["canary", "champion", "rollout_id"])
         )
         rows, canary, champion = scores.get(1, (0, None, None))
-        name = step_name(rollout.weights[rollout.step])
+        weight = rollout.weights[rollout.step]
+        name = step_name(weight)
         seen = StepObservation(
             step=name,
             canary_requests=rollout.step_requests,
             rows_with_actuals=rows,
             canary_wape=canary,
             champion_wape=champion,
+            pairs=pairs[PAIR_COLUMNS],  # every served day is published by now: all have actuals
+            rows_per_day=daily_rows(self.published, [tenant.spec.name])[tenant.spec.name],
         )
-        verdict = judge_step(seen, self.settings, rollout.waited)
+        verdict = judge_step(
+            seen, self.settings, rollout.waited, weight=weight, inconclusive=rollout.inconclusive
+        )
         if verdict.kind == "wait":  # the controller's ticks of one demo day, all short of data
             rollout.waited += max(1, round(self.day_seconds / self.settings.interval_seconds))
+            return
+        if verdict.kind == "inconclusive":  # the step runs another minimum time
+            rollout.inconclusive += 1
+            rollout.inconclusive_total += 1
+            rollout.timer_first_day = day + dt.timedelta(days=1)
+            self.say(f"  {day} {tenant.spec.name:13} canary {name} {verdict.reason[:150]}")
             return
         if verdict.kind == "pass" and rollout.step + 1 < len(rollout.weights):
             rollout.step += 1
             rollout.step_first_day = day + dt.timedelta(days=1)
-            rollout.step_requests = rollout.waited = 0
+            rollout.step_requests = rollout.waited = rollout.inconclusive = 0
+            rollout.timer_first_day = None
             return
         promoted = verdict.kind == "pass"
         tenant.judged.append(
@@ -365,6 +393,9 @@ class Replay:
                 promoted,
                 f"{name}: {verdict.reason}",
                 rows_decided_on=rows,
+                rule=verdict.rule,
+                canary_days=(day - rollout.gate.day).days,
+                inconclusive=rollout.inconclusive_total,
             )
         )
         if promoted:
@@ -708,9 +739,36 @@ def detail(judged: list[Judged]) -> str:
             f"{j.replaced[:22]:22} "
             f"next 28 d WAPE {j.candidate_wape:.4f} vs {j.replaced_wape:.4f} ({j.relative:+.1%}) "
             f"{'equivalent' if j.equivalent else 'right' if j.right else 'WRONG'}"
-            + (f" (decided on {j.rows_decided_on} rows)" if j.kind == "canary" else "")
+            + (
+                f" (decided on {j.rows_decided_on} rows by {j.rule} after {j.canary_days} days, "
+                f"{j.inconclusive} inconclusive)"
+                if j.kind == "canary"
+                else ""
+            )
         )
     return "\n".join(lines)
+
+
+def canary_summary(judged: list[Judged], settings: RolloutSettings) -> str:
+    """Return how the canaries were decided: the rule, how long they took, what extended them."""
+    canaries = [j for j in judged if j.kind == "canary"]
+    rules = pd.Series([j.rule for j in canaries], dtype=object).value_counts()
+    days = [j.canary_days for j in canaries]
+    rule = settings.canary_rule
+    shown = (
+        f"canary rule {rule}"
+        + (
+            f" (min rows {settings.canary_min_rows}, {settings.canary_min_days:g} day(s) of "
+            f"canary traffic, {settings.canary_confidence:.0%} interval, inconclusive limit "
+            f"{settings.canary_inconclusive_limit}, final rule {settings.canary_final_rule})"
+            if rule == "evidence"
+            else ""
+        )
+        + f": decided by {', '.join(f'{r} {n}' for r, n in rules.items()) or 'none'}; "
+        f"{sum(j.inconclusive for j in canaries)} inconclusive analyses; "
+        f"{np.mean(days) if days else float('nan'):.1f} demo days a canary on average"
+    )
+    return shown
 
 
 def load() -> str:
@@ -737,11 +795,20 @@ def main(argv: list[str] | None = None) -> int:
         help="what-if (not the platform's): after gating on a holdout longer than 7 days, "
         "deploy the same training on the window up to its last 7 days",
     )
+    parser.add_argument(
+        "--canary",
+        choices=["wape", "evidence"],
+        help="the canary's quality rule (RETRAIN_CANARY_RULE; default: the environment's, else "
+        "wape): wape on the demo's 10 rows, or evidence (deployment/canary_evidence.py: paired "
+        "interval, rows from the tenant's volume, inconclusive extends the step, a final rule)",
+    )
     parser.add_argument("--json", type=Path, help="write every judged decision here")
     parser.add_argument("--quiet", action="store_true", help="no line per decision while replaying")
     args = parser.parse_args(argv)
     for name, value in DEMO_ENVIRONMENT.items():  # the demo's settings, unless set
         os.environ.setdefault(name, value)
+    if args.canary:
+        os.environ["RETRAIN_CANARY_RULE"] = args.canary
     started, cpu = time.perf_counter(), time.process_time()
     print(f"load before: {load()} ({os.cpu_count()} CPUs)")
     with tempfile.TemporaryDirectory(prefix="hindsight-") as folder:
@@ -769,6 +836,7 @@ def main(argv: list[str] | None = None) -> int:
         f"first deployments {total.first_deployments}; gate margin {replay.margin:.0%}, canary "
         f"min rows {replay.settings.min_actuals}, tolerance {replay.settings.wape_tolerance:.0%}"
     )
+    print(canary_summary(judged, replay.settings))
     print(
         "served WAPE (the champion of each demo day, every row): "
         + ", ".join(f"{name} {e / v:.4f}" for name, (e, v) in served.items())
