@@ -3,15 +3,22 @@
 The prediction log is written as the service writes it (`contract.serve_rows`), the actuals
 are materialized `store_day_features` days, the registry is the shared fake: an inconclusive
 analysis is recorded with its numbers, extends the step in place (no visit inside the
-extension), and the named final rule then decides; `retrain-assets deployments` says so.
+extension), and the named final rule then decides; `retrain-assets deployments` says so and
+the MLflow mirror logs the numbers.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import time
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+
+from mlflow.entities import Metric, RunTag
 
 from retrain_assets.deployment.commands import deployment_lines
+from retrain_assets.deployment.mirror import mirror_analyses
 from retrain_assets.deployment.rollout_machine import NAME
 from retrain_assets.machines.store import history
 from retrain_assets.store.database import transaction
@@ -43,6 +50,18 @@ def noisy(world, customer: str, extra: str | None) -> Predict:
     return predict
 
 
+@dataclass
+class LoggedBatches:
+    """The one MLflow client call the mirror makes, recorded."""
+
+    batches: list[tuple[str, dict[str, float], dict[str, str]]] = field(default_factory=list)
+
+    def log_batch(self, run_id: str, metrics: list[Metric], tags: list[RunTag]) -> None:
+        self.batches.append(
+            (run_id, {m.key: m.value for m in metrics}, {t.key: t.value for t in tags})
+        )
+
+
 def test_an_inconclusive_step_is_recorded_extended_and_decided_by_the_final_rule(world):
     for day in world.days:  # the customers' volume: 40 rows with actuals a day each
         publish_snapshot(
@@ -70,6 +89,17 @@ def test_an_inconclusive_step_is_recorded_extended_and_decided_by_the_final_rule
     listed = deployment_lines(world.db, "acme", 5)
     assert "1 analyses (1 inconclusive)" in listed[0]
     assert listed[2].startswith("        last analysis: CANARY_10 inconclusive (interval): ")
+    with transaction(world.db) as cur:  # the decision's MLflow run, as deploy_model opens it
+        cur.execute("UPDATE deployment_decisions SET mlflow_run_id = 'run-1'")
+    client = LoggedBatches()
+    assert (
+        mirror_analyses(world.db, SimpleNamespace(client=client), time.monotonic() + 30).mirrored
+        == 1
+    )
+    [(run_id, metrics, tags)] = client.batches
+    assert run_id == "run-1" and tags["CANARY_10/outcome"] == "inconclusive"
+    assert metrics["CANARY_10/evidence_rows_needed"] == 12
+    assert metrics["CANARY_10/evidence_interval_high"] == evidence["interval_high"]
 
     world.clock.forward(30)  # inside the extension: not even visited
     assert world.advance().waiting == 1
