@@ -8,6 +8,7 @@ missing bounds are null and `interval_note` says why, never a made-up width.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -91,3 +92,25 @@ class RowIntervals:
             self.upper[name][rows] = part.upper[name]
         for at, note in zip(rows.tolist(), part.notes, strict=True):
             self.notes[at] = note
+
+
+def log_texts(given: Bounds | None, rows: int) -> list[str | None]:
+    """Return each row's bounds as the prediction log keeps them: `{"80": [lo, hi], ...}`.
+
+    None for a row with no finite bound (a model without intervals, no prediction); a level
+    the model lacks is left out.
+    """
+    if given is None or not given.lower:
+        return [None] * rows
+    columns = [
+        (name, given.lower[name].tolist(), given.upper[name].tolist()) for name in given.lower
+    ]
+    texts: list[str | None] = []
+    for at in range(rows):
+        parts = [
+            f'"{name}": [{lower[at]!r}, {upper[at]!r}]'
+            for name, lower, upper in columns
+            if math.isfinite(lower[at]) and math.isfinite(upper[at])
+        ]
+        texts.append("{" + ", ".join(parts) + "}" if parts else None)
+    return texts

@@ -41,7 +41,7 @@ _NEEDS_ESCAPE = re.compile(r"[\\\t\n\r]")
 RETRY_DELAYS = (0.2, 1.0, 3.0)
 _COLUMNS = (
     "customer, model_version, alias, served, request_key, store_id, item_id, forecast_date, "
-    "prediction, error, rollout_id, step, served_at"
+    "prediction, error, rollout_id, step, served_at, intervals"
 )
 _STOP = object()
 
@@ -69,6 +69,7 @@ class LogRow(NamedTuple):
     rollout_id: int | None
     step: str | None
     served_at: dt.datetime
+    intervals: str | None = None  # JSON: {"80": [lower, upper], ...}; None: no bounds
 
 
 def _text(value: str | None) -> str:
@@ -112,7 +113,7 @@ def copy_lines(rows: Sequence[LogRow]) -> str:
             f"{_text(row.request_key)}\t{_text(row.store_id)}\t{_text(row.item_id)}\t"
             f"{once(row.forecast_date, dt.date.isoformat)}\t{_number(row.prediction)}\t"
             f"{_text(row.error)}\t{rollout}\t{once(row.step, _text)}\t"
-            f"{once(row.served_at, dt.datetime.isoformat)}\n"
+            f"{once(row.served_at, dt.datetime.isoformat)}\t{_text(row.intervals)}\n"
         )
     return "".join(out)
 

@@ -4,7 +4,8 @@ For each row the customer's route decides champion or canary (routing.canary_mas
 served by the champion are logged with alias champion, served true; a row routed to the canary
 is logged twice: the canary's prediction (served) and the champion's shadow prediction
 (served false), so the rollout's analysis compares both on the same rows. Every row carries
-the route's rollout id and step. The answer is given only after the log has committed.
+the route's rollout id and step, and the bounds its model gave at the served levels. The
+answer is given only after the log has committed.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from retrain_assets.features.training_export import MODEL_FEATURES
 from retrain_assets.prediction_intervals import level_name
 from retrain_assets.serving.forecaster import Forecaster, PredictionFailed
 from retrain_assets.serving.inputs import FeatureBatch
-from retrain_assets.serving.interval_answers import Bounds, RowIntervals, model_bounds
+from retrain_assets.serving.interval_answers import Bounds, RowIntervals, log_texts, model_bounds
 from retrain_assets.serving.prediction_log import LogRow, LogUnavailable, PredictionLogWriter
 from retrain_assets.serving.routes import Route, RouteTable
 from retrain_assets.serving.routing import canary_mask
@@ -255,12 +256,15 @@ def _log_rows(
     champion_values = (
         by_champion.predictions.tolist() if by_champion.predictions is not None else nothing
     )
+    champion_bounds = log_texts(by_champion.bounds, len(batch))
     canary_values: list[float | None] = nothing
+    canary_bounds: list[str | None] = [None] * len(batch)
     if by_canary is not None and by_canary.predictions is not None:
         canary_values = nothing.copy()
         canary_rows = np.flatnonzero(to_canary)
-        for at, value in zip(canary_rows, by_canary.predictions.tolist(), strict=True):
-            canary_values[at] = value
+        texts = log_texts(by_canary.bounds, len(canary_rows))
+        for at, value, text in zip(canary_rows, by_canary.predictions.tolist(), texts, strict=True):
+            canary_values[at], canary_bounds[at] = value, text
     rows: list[LogRow] = []
     for i, (key, store, item, day) in enumerate(
         zip(batch.keys, batch.store_ids, batch.item_ids, batch.dates, strict=True)
@@ -281,6 +285,7 @@ def _log_rows(
                     route.rollout_id,
                     route.step,
                     served_at,
+                    canary_bounds[i],
                 )
             )
             served = False  # the champion's prediction of this row is its shadow
@@ -301,6 +306,7 @@ def _log_rows(
                 route.rollout_id,
                 route.step,
                 served_at,
+                champion_bounds[i],
             )
         )
     return rows

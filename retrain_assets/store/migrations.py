@@ -317,6 +317,11 @@ MIGRATIONS: list[str] = [
     ALTER TABLE rollout_analyses ADD COLUMN rule text;
     ALTER TABLE rollout_analyses ADD COLUMN evidence jsonb;
     """,
+    # 12: each prediction's bounds at the served levels (issue 26, part 4), as its model gave
+    # them: {"80": [lower, upper], "95": [...]}; NULL for a model without intervals.
+    """
+    ALTER TABLE prediction_log ADD COLUMN intervals jsonb;
+    """,
 ]
 
 _LOCK_ID = 7_231_001  # pg_advisory_xact_lock key: one migrator at a time

@@ -1,6 +1,7 @@
 """Prediction intervals in the answers: per served level, the canary's own, an old model's note."""
 
 import dataclasses
+import json
 import math
 
 import numpy as np
@@ -119,3 +120,24 @@ def test_rows_without_a_prediction_have_no_bounds_and_no_note():
     assert answered[0]["lower_80"] is not None and math.isfinite(answered[2]["upper_95"])
     lower = infer_response(forecast, "r", None)["outputs"][-5]["data"]
     assert lower[1] is None and np.isfinite(lower[0])
+
+
+def test_every_logged_row_keeps_the_bounds_its_model_gave_shadows_included():
+    rows, frame = batch(120)
+    log = FakeLog()
+    predictor(route(canary="2", weight=0.5), log=log).forecast("acme", rows)
+    champion = dict(zip(rows.keys, BOOSTERS["1"].predict(frame[MODEL_FEATURES]), strict=True))
+    by_alias = {"champion": [], "canary": []}
+    for row in log.rows:
+        by_alias[row.alias].append(row)
+    assert by_alias["canary"] and all(r.intervals is None for r in by_alias["canary"])
+    assert len(by_alias["champion"]) == 120  # served rows and the canary rows' shadows
+    for row in by_alias["champion"]:
+        value = champion[row.request_key]
+        assert json.loads(row.intervals) == {
+            "80": [pytest.approx(max(value - 4.0, 0)), pytest.approx(value + 4.0)],
+            "95": [pytest.approx(max(value - 9.0, 0)), pytest.approx(value + 9.0)],
+        }
+    lonely = predictor(route(champion="3"), log=FakeLog())
+    lonely.forecast("acme", batch(2)[0])
+    assert set(json.loads(lonely.log.rows[0].intervals)) == {"80"}  # its one level

@@ -154,3 +154,21 @@ def test_a_batch_postgres_refuses_fails_its_requests_without_acknowledging(servi
     finally:
         writer.close()
     assert [row[0] for row in logged(serving_db)] == ["S2/I1/2026-03-01"]
+
+
+def test_a_rows_bounds_are_committed_as_json_and_none_as_null(serving_db):
+    bounds = '{"80": [1.0, 4.5], "95": [0.0, 7.25]}'
+    assert copy_lines([log_row("k", intervals=bounds)]).rstrip("\n").split("\t")[13] == bounds
+    writer = PredictionLogWriter(serving_db)
+    writer.start()
+    try:
+        writer.write([log_row("S1/I1/2026-03-01", intervals=bounds), log_row("S2/I1/2026-03-01")])
+    finally:
+        writer.close()
+    with transaction(serving_db) as cur:
+        cur.execute("SELECT request_key, intervals FROM prediction_log ORDER BY id")
+        rows = cur.fetchall()
+    assert rows == [
+        ("S1/I1/2026-03-01", {"80": [1.0, 4.5], "95": [0.0, 7.25]}),
+        ("S2/I1/2026-03-01", None),
+    ]

@@ -760,6 +760,19 @@ def test_the_readme_example_works_verbatim_from_a_second_terminal(
     assert row["model_version"] == version and row["defaulted"] == ["price", "on_promo"]
 
 
+def logged_bounds(url: str, answered: list[dict], served: bool = True) -> dict:
+    """Return request key -> (alias, intervals) of the newest logged rows of these keys."""
+    keys = [row["request_key"] for row in answered]
+    with transaction(url) as cur:
+        cur.execute(
+            "SELECT DISTINCT ON (request_key) request_key, alias, intervals FROM prediction_log "
+            "WHERE customer = %s AND request_key = ANY(%s) AND served = %s "
+            "ORDER BY request_key, id DESC",
+            (LEVELS, keys, served),
+        )
+        return {key: (alias, bounds) for key, alias, bounds in cur.fetchall()}
+
+
 def test_intervals_on_both_routes_in_binary_and_json_and_an_old_canary_says_why(service, boosters):
     http = pytest.importorskip("tritonclient.http")
     served_versions(service, LEVELS, "1")
@@ -772,6 +785,12 @@ def test_intervals_on_both_routes_in_binary_and_json_and_an_old_canary_says_why(
     assert np.allclose([r["lower_80"] for r in answered], low80)
     assert np.allclose([r["upper_95"] for r in answered], high95)
     assert {r["interval_note"] for r in answered} == {None}
+    kept = logged_bounds(service.app_db, answered)  # the log keeps what was answered
+    assert {a for a, _ in kept.values()} == {"champion"}
+    for row in answered:
+        bounds = kept[row["request_key"]][1]
+        assert bounds["80"] == pytest.approx([row["lower_80"], row["upper_80"]])
+        assert bounds["95"] == pytest.approx([row["lower_95"], row["upper_95"]])
     outputs = service.call("GET", f"/v2/models/{LEVELS}").json()["outputs"]
     assert [o["name"] for o in outputs][-5:] == [
         "lower_80",
@@ -817,6 +836,9 @@ def test_intervals_on_both_routes_in_binary_and_json_and_an_old_canary_says_why(
         )
         plain = service.forecast(LEVELS, rows).json()["predictions"]
         assert {(r["lower_95"], r["interval_note"]) for r in plain} == {(None, note)}
+        kept = logged_bounds(service.app_db, plain, served=False)  # the champion's shadows
+        assert all(bounds["80"] for _, bounds in kept.values())
+        assert {b for _, b in logged_bounds(service.app_db, plain).values()} == {None}
     finally:
         client.close()
         served_versions(service, LEVELS, "1")
