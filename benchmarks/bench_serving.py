@@ -28,6 +28,12 @@ the process's resident memory before and after).
     .venv/bin/python benchmarks/bench_serving.py
     .venv/bin/python benchmarks/bench_serving.py --sizes 1,100 --requests 300 --clients 4
     .venv/bin/python benchmarks/bench_serving.py --by-key
+
+With --intervals (issue 26, part 4) the models carry prediction intervals and the service
+answers lower/upper at 80 and 95 and logs them; without it the service serves no levels
+(RETRAIN_INTERVAL_LEVELS=none), as before intervals existed.
+
+    .venv/bin/python benchmarks/bench_serving.py --intervals
 """
 
 from __future__ import annotations
@@ -61,6 +67,7 @@ if str(ROOT) not in sys.path:  # the service helpers live in the test package
 from retrain_assets.demo.tenants import TenantSpec  # noqa: E402
 from retrain_assets.features.parquet_store import ParquetPartitionStore  # noqa: E402
 from retrain_assets.features.training_export import MODEL_FEATURES  # noqa: E402
+from retrain_assets.prediction_intervals import METADATA_KEY, IntervalTable  # noqa: E402
 from retrain_assets.registry.mlflow_registry import MlflowRegistry  # noqa: E402
 from retrain_assets.serving.forecaster import Forecaster  # noqa: E402
 from retrain_assets.serving.history import (  # noqa: E402
@@ -157,7 +164,9 @@ def in_process_logged(
     writer = PredictionLogWriter(app_db)
     writer.start()
     try:
-        predictor = Predictor(table, lambda customer, version: forecaster, writer)
+        predictor = Predictor(
+            table, lambda customer, version: forecaster, writer, levels=LEVELS if INTERVALS else ()
+        )
         batch = rows_batch(json.loads(rows_body(size, key_base)), size)
         times = timed_calls(lambda: predictor.forecast(CUSTOMER, batch), count, limit)
     finally:
@@ -301,8 +310,14 @@ def history_memory(storage: ParquetPartitionStore, customers: int) -> str:
 def register(registry: MlflowRegistry, booster, example: pd.DataFrame) -> str:
     run_key = uuid.uuid4().hex[:16]
     run_id = registry.candidate_run(CUSTOMER, run_key)
-    registry.log_candidate(run_id, booster, {"holdout_wape": 0.1}, example)
+    metadata = {METADATA_KEY: WIDTHS.as_metadata()} if INTERVALS else None
+    registry.log_candidate(run_id, booster, {"holdout_wape": 0.1}, example, None, metadata)
     return registry.register(CUSTOMER, run_key, run_id)
+
+
+INTERVALS = False  # --intervals: the models carry WIDTHS and the service answers LEVELS
+LEVELS = (80.0, 95.0)
+WIDTHS = IntervalTable({"80": 3.0, "95": 7.5}, windows=2, scores=1000)
 
 
 def main() -> int:
@@ -314,7 +329,14 @@ def main() -> int:
     parser.add_argument("--canary", action="store_true", help="a canary at 50 %% (shadowed)")
     parser.add_argument("--by-key", action="store_true", help="requests by key (issue 24)")
     parser.add_argument("--customers", type=int, default=1000, help="--by-key: tables held")
+    parser.add_argument(
+        "--intervals",
+        action="store_true",
+        help="models carry prediction intervals, answered at 80 and 95 (default: none served)",
+    )
     args = parser.parse_args()
+    global INTERVALS
+    INTERVALS = args.intervals
     if args.by_key and args.sizes == parser.get_default("sizes"):
         args.sizes = "1,100,1000,10000"
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -346,7 +368,10 @@ def main() -> int:
                     "canary_weight) VALUES (%s, %s, %s, %s)",
                     (CUSTOMER, version, canary, 0.5 if canary else 0.0),
                 )
-            extra = {"RETRAIN_SERVE_MAX_ROWS": str(max(sizes))}
+            extra = {
+                "RETRAIN_SERVE_MAX_ROWS": str(max(sizes)),
+                "RETRAIN_INTERVAL_LEVELS": "80,95" if INTERVALS else "none",
+            }
             table = None
             if args.by_key:
                 storage = ParquetPartitionStore(str(home / "storage"))
@@ -356,7 +381,7 @@ def main() -> int:
                 extra["RETRAIN_STORAGE_URL"] = str(home / "storage")
             service = ServingProcess(app_db, mlflow_uri, home / "serve", extra_env=extra)
             service.start()
-            forecaster = Forecaster.of(CUSTOMER, version, champion)
+            forecaster = Forecaster.of(CUSTOMER, version, champion, WIDTHS if INTERVALS else None)
             try:
                 if table is not None:
                     report, answered = by_key(service, table, forecaster, sizes, args)
