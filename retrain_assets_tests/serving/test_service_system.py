@@ -758,6 +758,9 @@ def test_the_readme_example_works_verbatim_from_a_second_terminal(
     next_day = publication.latest + dt.timedelta(days=1)
     assert row["request_key"] == f"S001/I0001/{next_day}" and row["prediction"] is not None
     assert row["model_version"] == version and row["defaulted"] == ["price", "on_promo"]
+    # README: its model was registered without intervals, so null bounds and a note say why
+    assert row["lower_80"] is None and row["upper_95"] is None
+    assert "carries no prediction intervals" in row["interval_note"]
 
 
 def logged_bounds(url: str, answered: list[dict], served: bool = True) -> dict:
