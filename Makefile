@@ -1,6 +1,8 @@
 PYTHON ?= python3
 VENV ?= .venv
 CHROMIUM ?= /usr/bin/chromium
+# The Slurm backend's tests start a one-node cluster from Debian's packages.
+SLURMRESTD ?= /usr/sbin/slurmrestd
 # pytest-xdist workers for the fast lane, a file's tests in one worker (its fixtures, its order).
 # WORKERS=0 runs it in one process.
 WORKERS ?= 2
@@ -24,7 +26,7 @@ $(VENV)/bin/python:
 install: $(VENV)/bin/python
 	$(VENV)/bin/python -m pip install --quiet -e '.[dev]'
 
-test: lint $(CHROMIUM)
+test: lint $(CHROMIUM) $(SLURMRESTD)
 	$(VENV)/bin/python -m pytest $(SUITE_DIST) --durations=30
 
 # Everything but the process-level tests (no platform, no browser): the quick loop.
@@ -52,6 +54,12 @@ up: install
 .PHONY: docs
 docs: install
 	$(VENV)/bin/python -m retrain_assets.reference_docs
+
+# The Slurm tests start munged, slurmctld, slurmd and slurmrestd (about 19 s to install).
+$(SLURMRESTD):
+	DEBIAN_FRONTEND=noninteractive apt-get update
+	DEBIAN_FRONTEND=noninteractive apt-get install -y slurm-wlm slurmrestd munge
+	test -x $(SLURMRESTD) || { echo "apt installed no $(SLURMRESTD)" >&2; exit 1; }
 
 # The browser tests drive Debian's chromium (`playwright install` cannot download one here).
 $(CHROMIUM):

@@ -88,7 +88,10 @@ class SlurmBackend:
         try:
             checked = TrainingSpec.model_validate(spec)
         except ValidationError as error:
-            raise ValueError(f"training spec of run key {idempotency_key}: {error}") from error
+            problems = "; ".join(
+                f"{'.'.join(str(part) for part in e['loc'])}: {e['msg']}" for e in error.errors()
+            )
+            raise ValueError(f"training spec of run key {idempotency_key}: {problems}") from None
         existing = self.find(idempotency_key)
         if existing is not None and existing.status in (JobStatus.QUEUED, JobStatus.RUNNING):
             return existing

@@ -1,0 +1,148 @@
+"""The Slurm backend against a real one-node cluster: jobs, idempotency, bad input, faults.
+
+Every test here shares the session's cluster (`slurm_cluster`, started once: all of them are in
+this one file, so pytest-xdist runs them in one worker). Each test has its own shared-storage
+folder, and its own run keys, so the jobs of one never meet another's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from retrain_assets.gpu.protocol import Job, JobStatus
+from retrain_assets.gpu.slurm.backend import ArtifactMissing, SlurmBackend
+from retrain_assets.gpu.slurm.cluster import SlurmCluster
+from retrain_assets.gpu.slurm.job_files import BadRunKey, JobFiles, job_name
+from retrain_assets.gpu.slurm.rest import SlurmRestError
+from retrain_assets.machines.outage import is_unreachable
+from retrain_assets_tests.gpu.service_process import training_spec
+from retrain_assets_tests.support.waiting import wait_until
+
+pytestmark = pytest.mark.system
+SLOW = {"faults": {"slow_seconds_per_round": 0.5, "on_attempts": [1]}}  # 40 rounds: ~20 s
+
+
+def new_key() -> str:
+    return uuid.uuid4().hex[:16]
+
+
+def slurm_jobs_of(slurm: SlurmBackend, key: str) -> list[int]:
+    """Return the ids of every job the cluster knows for the run key (finished ones included)."""
+    return sorted(int(j["job_id"]) for j in slurm.rest.jobs() if j["name"] == job_name(key))
+
+
+def wait_for(
+    slurm: SlurmBackend, job_id: str, done: Callable[[Job], bool], seconds: float, what: str
+) -> Job:
+    """Poll the job (one batched status call each time) until `done(job)`; return it."""
+    seen: list[Job] = []
+
+    def reached() -> bool:
+        seen.append(slurm.statuses([job_id])[job_id])
+        return bool(done(seen[-1]))
+
+    wait_until(reached, seconds, what, detail=lambda: repr(seen[-1:]))
+    return seen[-1]
+
+
+def test_a_job_trains_the_reference_model_and_every_retry_attaches_to_it(
+    slurm: SlurmBackend, dataset: Path, baseline_sha256: str, tmp_path: Path
+) -> None:
+    key = new_key()
+    spec = training_spec(dataset)
+    first = slurm.submit(key, spec)
+    assert first.status in (JobStatus.QUEUED, JobStatus.RUNNING) and first.attempt == 1
+    assert slurm.submit(key, spec).id == first.id  # a retry attaches
+    assert slurm.find(key) is not None and slurm.find(key).id == first.id  # type: ignore[union-attr]
+    done = wait_for(slurm, first.id, lambda j: j.status.finished, 90, "the job to finish")
+    assert done.status is JobStatus.SUCCEEDED, done.error
+    assert (done.rounds_done, done.total_rounds, done.last_checkpoint_round) == (40, 40, 40)
+    artifact = slurm.download(first.id, tmp_path / "downloaded")
+    # the same trainer as the reference service: the same bytes as training it here
+    assert artifact.sha256 == baseline_sha256
+    assert artifact.path.read_bytes() == (slurm.storage / key / "model.txt").read_bytes()
+    assert artifact.metrics["rounds"] == 40.0
+    # a finished key is returned, never trained again; Slurm knows one job for it
+    assert slurm.submit(key, spec).id == first.id
+    assert slurm_jobs_of(slurm, key) == [int(first.id.split(":")[0])]
+
+
+def test_many_statuses_are_one_listing_and_a_job_slurm_forgot_is_judged_by_its_folder(
+    slurm: SlurmBackend, dataset: Path
+) -> None:
+    held = [slurm.submit(new_key(), training_spec(dataset, **SLOW)) for _ in range(3)]
+    for job in held:
+        slurm.cancel(job.id)
+    forgotten = f"999999:{new_key()}"
+    found = slurm.statuses([j.id for j in held] + [forgotten])
+    assert {j.status for j in (found[j.id] for j in held)} == {JobStatus.CANCELLED}
+    assert "Slurm CANCELLED: cancelled" in (found[held[0].id].error or "")
+    lost = found[forgotten]
+    assert lost.status is JobStatus.FAILED
+    assert "Slurm no longer knows job 999999" in (lost.error or "")
+    assert "looks the run key up again" in (lost.error or "")
+    assert slurm.get(forgotten).status is JobStatus.FAILED  # one id alone: the same judgement
+
+
+def test_bad_input_is_refused_with_its_reason_and_queues_no_job(
+    slurm: SlurmBackend, dataset: Path
+) -> None:
+    before = len(slurm.rest.jobs())
+    with pytest.raises(BadRunKey, match="cannot name a Slurm job"):
+        slurm.submit("key with spaces;rm", training_spec(dataset))
+    refused_spec = r"run key \w+: params.num_boost_round: Input should be greater"
+    with pytest.raises(ValueError, match=refused_spec):
+        slurm.submit(new_key(), training_spec(dataset, params={"num_boost_round": 0}))
+    with pytest.raises(ValueError, match="is not '<slurm job id>:<run key>'"):
+        slurm.get("not-an-id")
+    gpu = SlurmBackend(slurm.rest, slurm.storage, dataclasses.replace(slurm.options, gres="gpu:1"))
+    with pytest.raises(SlurmRestError, match="POST /job/submit") as refused:
+        gpu.submit(new_key(), training_spec(dataset))  # this node has no GPU
+    assert not is_unreachable(refused.value)  # an answer: the machine records it as a failure
+    assert len(slurm.rest.jobs()) == before
+
+
+def test_a_job_that_exits_0_without_a_result_has_no_artifact_and_says_so(
+    slurm: SlurmBackend, dataset: Path, tmp_path: Path
+) -> None:
+    hollow = SlurmBackend(
+        slurm.rest, slurm.storage, dataclasses.replace(slurm.options, python="/bin/true")
+    )
+    key = new_key()
+    job = hollow.submit(key, training_spec(dataset))
+    done = wait_for(hollow, job.id, lambda j: j.status.finished, 60, "the empty job to end")
+    assert done.status is JobStatus.FAILED
+    assert "Slurm COMPLETED: exited 0; but it wrote no result" in (done.error or "")
+    with pytest.raises(ArtifactMissing, match="left no model and result"):
+        hollow.download(job.id, tmp_path / "nothing")
+
+
+def test_an_operator_scancel_ends_the_job_and_the_resubmission_resumes_its_checkpoint(
+    slurm: SlurmBackend, slurm_cluster: SlurmCluster, dataset: Path, baseline_sha256: str
+) -> None:
+    key = new_key()
+    spec = training_spec(dataset, **SLOW)
+    job = slurm.submit(key, spec)
+    wait_for(
+        slurm, job.id, lambda j: (j.last_checkpoint_round or 0) >= 10, 90, "a first checkpoint"
+    )
+    slurm_id = job.id.split(":")[0]
+    subprocess.run(["scancel", slurm_id], env=slurm_cluster.env(), check=True, timeout=30)
+    cancelled = wait_for(slurm, job.id, lambda j: j.status.finished, 60, "the cancelled job to end")
+    assert cancelled.status is JobStatus.CANCELLED
+    assert "Slurm CANCELLED" in (cancelled.error or "")
+    again = slurm.submit(key, spec)  # JOB_FAILED's resubmission: a new job, the same folder
+    assert again.id != job.id and again.attempt == 2
+    done = wait_for(slurm, again.id, lambda j: j.status.finished, 90, "the resubmitted job")
+    assert done.status is JobStatus.SUCCEEDED, done.error
+    result = json.loads(JobFiles.of(slurm.storage, key).result.read_text())
+    assert result["resumed_from_round"] >= 10  # the checkpoint, not round 0
+    assert result["sha256"] == baseline_sha256  # and the same model as an uninterrupted run
+    assert len(slurm_jobs_of(slurm, key)) == 2  # never two at once: the second after the first
