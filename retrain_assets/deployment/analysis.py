@@ -15,6 +15,7 @@ where an inconclusive interval extends the step (`canary_inconclusive_limit` tim
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -41,6 +42,10 @@ class StepObservation:
         pairs: those rows, one per request key (`canary_evidence.PAIR_COLUMNS`), for the
             evidence rule; None when not read.
         rows_per_day: the customer's rows with actuals a day (0: not known).
+        canary_coverage: the share of the canary's served rows with actuals inside its
+            prediction interval, per level ("80": 0.81, ...), and their count ("rows");
+            recorded beside the analysis, never a reason to pass or fail; None when the
+            canary logged no bounds (a model without intervals) or no actuals are known.
     """
 
     step: str
@@ -53,6 +58,7 @@ class StepObservation:
     quality_read: bool = True
     pairs: pd.DataFrame | None = field(default=None, compare=False, repr=False)
     rows_per_day: float = 0.0
+    canary_coverage: Mapping[str, float] | None = None
 
 
 @dataclass(frozen=True)

@@ -65,8 +65,14 @@ def observe(
     counts = step_counts(url, due)
     judged = {d.rollout_id for d in due if counts.get(d.rollout_id, (0,))[0] >= min_predictions}
     pairs = canary_pairs(url, sorted(judged), published) if judged else canary_pairs_frame([])
-    joined = join_actuals(pairs, read_actuals(features, sorted(set(pairs["forecast_date"]))))
+    actuals = read_actuals(features, sorted(set(pairs["forecast_date"])))
+    joined = join_actuals(pairs, actuals)
     scores = score_joined(joined)
+    covered = (
+        coverage_of(join_actuals(canary_bounds(url, sorted(judged), published), actuals))
+        if judged
+        else {}
+    )
     kept = (
         {int(str(k)): v for k, v in joined.groupby("rollout_id")}
         if keep_pairs and not joined.empty
@@ -88,6 +94,7 @@ def observe(
             quality_read=step.rollout_id in judged,
             pairs=_pairs(kept, step.rollout_id) if keep_pairs else None,
             rows_per_day=float(volume.get(step.customer, 0.0)),
+            canary_coverage=covered.get(step.rollout_id),
         )
     return found
 
@@ -138,6 +145,47 @@ def canary_pairs(
         )
         rows = cur.fetchall()
     return canary_pairs_frame(rows)
+
+
+def canary_bounds(
+    url: str, rollout_ids: Sequence[int], published: Collection[dt.date]
+) -> pd.DataFrame:
+    """Return each canary-served request key's logged bounds, on published days.
+
+    Columns: rollout_id, customer, store_id, item_id, forecast_date, bounds (`{"80": [lower,
+    upper], ...}`, as the service logged them). Rows without bounds are left out; a key asked
+    more than once counts once (its latest row).
+    """
+    with transaction(url) as cur:
+        cur.execute(
+            """
+            SELECT DISTINCT ON (rollout_id, request_key, forecast_date) rollout_id, customer,
+                store_id, item_id, forecast_date, intervals
+            FROM prediction_log
+            WHERE rollout_id = ANY(%s) AND alias = 'canary' AND served
+                AND intervals IS NOT NULL AND forecast_date = ANY(%s::date[])
+            ORDER BY rollout_id, request_key, forecast_date, id DESC
+            """,
+            (list(rollout_ids), sorted(published)),
+        )
+        rows = cur.fetchall()
+    columns = ["rollout_id", "customer", "store_id", "item_id", "forecast_date", "bounds"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def coverage_of(joined: pd.DataFrame) -> dict[int, dict[str, float]]:
+    """Return rollout id -> the share of actuals inside each level's bounds, and "rows"."""
+    found: dict[int, dict[str, float]] = {}
+    for rollout_id, part in joined.groupby("rollout_id"):
+        inside: dict[str, list[bool]] = {}
+        for bounds, actual in zip(part["bounds"], part["actual"].astype(float), strict=True):
+            for level, (lower, upper) in bounds.items():
+                inside.setdefault(level, []).append(lower <= actual <= upper)
+        found[int(str(rollout_id))] = {
+            **{level: round(sum(hits) / len(hits), 4) for level, hits in inside.items()},
+            "rows": float(len(part)),
+        }
+    return found
 
 
 def canary_pairs_frame(rows: list[tuple]) -> pd.DataFrame:

@@ -200,6 +200,7 @@ def _analysis_row(rollout_id: int, seen: StepObservation, verdict: StepVerdict) 
         outcome=verdict.kind,
         rule=verdict.rule,
         evidence=verdict.evidence.as_metadata() if verdict.evidence else None,
+        canary_coverage=seen.canary_coverage,
     )
 
 

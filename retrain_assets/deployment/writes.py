@@ -38,6 +38,7 @@ class AnalysisRow:
     outcome: str = ""  # pass, fail or inconclusive ("" : from `passed`)
     rule: str | None = None  # what decided (analysis.StepVerdict.rule)
     evidence: Mapping[str, object] | None = None  # the evidence rule's numbers
+    canary_coverage: Mapping[str, float] | None = None  # its intervals' coverage, per level
 
 
 @dataclass(frozen=True)
@@ -122,10 +123,10 @@ def _insert_analyses(cur: psycopg2.extensions.cursor, rows: list[AnalysisRow]) -
     cur.execute(
         "INSERT INTO rollout_analyses (rollout_id, step, canary_requests, canary_errors,"
         " canary_nonfinite, rows_with_actuals, canary_wape, champion_wape, passed, reason,"
-        " outcome, rule, evidence)"
+        " outcome, rule, evidence, canary_coverage)"
         " SELECT * FROM unnest(%s::bigint[], %s::text[], %s::int[], %s::int[], %s::int[],"
         " %s::int[], %s::float8[], %s::float8[], %s::bool[], %s::text[], %s::text[],"
-        " %s::text[], %s::jsonb[])",
+        " %s::text[], %s::jsonb[], %s::jsonb[])",
         (
             [r.rollout_id for r in rows],
             [r.step for r in rows],
@@ -140,6 +141,10 @@ def _insert_analyses(cur: psycopg2.extensions.cursor, rows: list[AnalysisRow]) -
             [r.outcome or ("pass" if r.passed else "fail") for r in rows],
             [r.rule for r in rows],
             [Json(dict(r.evidence)) if r.evidence is not None else None for r in rows],
+            [
+                Json(dict(r.canary_coverage)) if r.canary_coverage is not None else None
+                for r in rows
+            ],
         ),
     )
 

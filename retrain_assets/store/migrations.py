@@ -322,6 +322,11 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE prediction_log ADD COLUMN intervals jsonb;
     """,
+    # 13: each canary analysis's coverage of the canary's prediction intervals on its rows
+    # with actuals: {"80": 0.81, "95": 0.94, "rows": 120}; NULL when it logged no bounds.
+    """
+    ALTER TABLE rollout_analyses ADD COLUMN canary_coverage jsonb;
+    """,
 ]
 
 _LOCK_ID = 7_231_001  # pg_advisory_xact_lock key: one migrator at a time
