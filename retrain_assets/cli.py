@@ -15,6 +15,8 @@ from collections.abc import Callable
 from retrain_assets.demo.seed import land_demo_tenants
 from retrain_assets.gpu.service.__main__ import add_arguments as add_gpu_arguments
 from retrain_assets.gpu.service.__main__ import run as run_gpu_service
+from retrain_assets.gpu.slurm.__main__ import add_arguments as add_slurm_arguments
+from retrain_assets.gpu.slurm.__main__ import run as run_slurm
 from retrain_assets.policy.thresholds import DEFAULTS as POLICY_DEFAULTS
 from retrain_assets.runtime.machine_catalog import MACHINES
 from retrain_assets.serving.__main__ import add_arguments as add_serve_arguments
@@ -269,6 +271,11 @@ _DESCRIPTIONS = {
     "echoing it); `/healthz` answers 503 while its database is unreachable. A Postgres restart "
     "requeues running jobs from their checkpoints. Exit codes: 0 on SIGINT/SIGTERM, 2 for a bad "
     "setting, 1 if another service took its database during an outage (docs/gpu-service.md).",
+    "slurm": "Run a one-node Slurm cluster for the Slurm training backend under "
+    "$RETRAIN_HOME/slurm: munged, slurmctld and slurmd on 127.0.0.1, slurmrestd on a unix socket "
+    "(rest_auth/local). Prints the RETRAIN_SLURM_* variables that point the platform at it; "
+    "stops the daemons on SIGINT/SIGTERM. Needs root and Debian's slurm-wlm, slurmrestd and "
+    "munge packages; exits 2 when a daemon cannot start, with its log (docs/scaling-out.md).",
     "webserver": "What `up` runs as the Dagster UI: dagster-webserver on HOST:PORT for WORKSPACE, "
     "with each database connection it holds checked before use (a dead one is replaced), so the "
     "UI answers at once after a Postgres restart instead of failing one request per storage "
@@ -477,6 +484,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_gpu_arguments(gpu)
     gpu.set_defaults(handler=run_gpu_service)
+    slurm = sub.add_parser(
+        "slurm",
+        description=_DESCRIPTIONS["slurm"],
+        help="run a one-node Slurm cluster for the Slurm training backend",
+    )
+    add_slurm_arguments(slurm)
+    slurm.set_defaults(handler=run_slurm)
     web = sub.add_parser(
         "webserver",
         description=_DESCRIPTIONS["webserver"],

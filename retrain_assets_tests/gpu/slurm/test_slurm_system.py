@@ -8,21 +8,41 @@ folder, and its own run keys, so the jobs of one never meet another's.
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import json
 import subprocess
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+import dagster as dg
 import pytest
 
+from retrain_assets import settings
+from retrain_assets.customers import CUSTOMERS
+from retrain_assets.demo.simulate import land_tenant
+from retrain_assets.gpu.backends import slurm_backend
 from retrain_assets.gpu.protocol import Job, JobStatus
 from retrain_assets.gpu.slurm.backend import ArtifactMissing, SlurmBackend
 from retrain_assets.gpu.slurm.cluster import SlurmCluster
+from retrain_assets.gpu.slurm.cluster_config import PARTITION
 from retrain_assets.gpu.slurm.job_files import BadRunKey, JobFiles, job_name
 from retrain_assets.gpu.slurm.rest import SlurmRestError
 from retrain_assets.machines.outage import is_unreachable
+from retrain_assets.machines.store import history, pointer
+from retrain_assets.models.candidates import CandidateTable
+from retrain_assets.models.model_candidate_asset import model_candidate
+from retrain_assets.models.training_job_asset import training_job
+from retrain_assets.settings import storage_root
 from retrain_assets_tests.gpu.service_process import training_spec
+from retrain_assets_tests.models.flow import (
+    CUSTOMER,
+    materialize,
+    poll_until_requested,
+    train_config,
+)
+from retrain_assets_tests.models.world import DAYS, START, TENANTS
+from retrain_assets_tests.support.in_process import publish_feature_range
 from retrain_assets_tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.system
@@ -146,3 +166,73 @@ def test_an_operator_scancel_ends_the_job_and_the_resubmission_resumes_its_check
     assert result["resumed_from_round"] >= 10  # the checkpoint, not round 0
     assert result["sha256"] == baseline_sha256  # and the same model as an uninterrupted run
     assert len(slurm_jobs_of(slurm, key)) == 2  # never two at once: the second after the first
+
+
+@pytest.fixture
+def slurm_world(
+    tmp_path: Path,
+    app_db: str,
+    dagster_instance: dg.DagsterInstance,
+    mlflow_uri: str,
+    slurm_cluster: SlurmCluster,
+    monkeypatch: pytest.MonkeyPatch,
+) -> dg.DagsterInstance:
+    """The model side's world (models/conftest.py's `model_world`) with Slurm as the backend."""
+    home = tmp_path / "home"
+    for spec in TENANTS:
+        land_tenant(
+            str(home / "landing"), spec, [START + dt.timedelta(days=i) for i in range(DAYS)]
+        )
+    monkeypatch.setenv("RETRAIN_HOME", str(home))
+    monkeypatch.setenv("RETRAIN_APP_PG_URL", app_db)
+    monkeypatch.setenv("RETRAIN_CODE_COMMIT", f"test-{uuid.uuid4().hex[:8]}")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_uri)
+    monkeypatch.setenv("RETRAIN_RETRY_FIRST_SECONDS", "0")
+    monkeypatch.setenv("RETRAIN_RETRY_MAX_SECONDS", "0")
+    monkeypatch.delenv("RETRAIN_LANDING_URL", raising=False)
+    monkeypatch.delenv("RETRAIN_STORAGE_URL", raising=False)
+    monkeypatch.setenv("RETRAIN_TRAINING_BACKEND", "slurm")
+    monkeypatch.setenv("RETRAIN_SLURM_URL", slurm_cluster.rest_url)
+    monkeypatch.setenv("RETRAIN_SLURM_PARTITION", PARTITION)
+    monkeypatch.setenv("RETRAIN_SLURM_TIME_LIMIT_MINUTES", "10")
+    monkeypatch.setenv("RETRAIN_SLURM_STORAGE", str(tmp_path / "shared"))
+    # definitions.py reads the reference service's URL and token; the Slurm backend ignores them
+    monkeypatch.setenv("RETRAIN_GPU_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("RETRAIN_GPU_TOKEN", "unused")
+    dagster_instance.add_dynamic_partitions(str(CUSTOMERS.name), [s.name for s in TENANTS])
+    publish_feature_range(dagster_instance, START, START + dt.timedelta(days=DAYS - 1))
+    return dagster_instance
+
+
+def state_of(db: str) -> str:
+    found = pointer(db, "training", CUSTOMER)
+    assert found is not None
+    return found.state
+
+
+def test_the_training_machine_trains_one_candidate_through_slurm(
+    slurm_world: dg.DagsterInstance, app_db: str
+) -> None:
+    instance = slurm_world
+    submitted = materialize(instance, [training_job], train_config())
+    meta = submitted.asset_materializations_for_node("training_job")[0].metadata
+    key, job_id = str(meta["run_key"].value), str(meta["job_id"].value)
+    assert job_id.endswith(f":{key}")  # `<slurm job id>:<run key>`
+    assert state_of(app_db) == "POLL_JOB"  # the run has ended
+
+    request = poll_until_requested(instance, seconds=120)
+    assert request.run_key == f"candidate-{key}-1"
+    fetched = materialize(instance, [model_candidate], dict(request.run_config))
+    sha = fetched.asset_materializations_for_node("model_candidate")[0].metadata["sha256"].value
+    files = JobFiles.of(settings.slurm_storage(), key)
+    assert sha == json.loads(files.result.read_text())["sha256"]
+    assert state_of(app_db) == "AWAIT_GATE"
+    notes = [row.note or "" for row in history(app_db, "training", CUSTOMER, key)]
+    assert any("Slurm" in note for note in notes), notes  # the poll's words name Slurm's state
+
+    again = materialize(instance, [training_job], train_config())  # the same key asked again
+    assert again.asset_materializations_for_node("training_job")[0].metadata["run_key"].value == key
+    assert CandidateTable(app_db, storage_root()).count_for(key) == 1
+    backend = slurm_backend()
+    assert len(slurm_jobs_of(backend, key)) == 1  # one Slurm job for the run key
+    backend.close()
