@@ -1,9 +1,9 @@
 """`SlurmBackend`: `protocol.GpuService` on a Slurm cluster, through slurmrestd.
 
 One Slurm job at a time per run key: the job's name carries the key (`retrain-<run key>`), and
-`submit` first lists the cluster's jobs for that name, so a retry attaches to a queued or
-running job, returns a finished one, and queues a new job only when the last one failed or
-Slurm no longer knows it. Training happens in the run key's folder on the shared storage
+`submit` first looks the key up (`find`), so a retry attaches to a queued or running job,
+returns a finished one, and queues a new job only when the last one failed or Slurm no longer
+knows it. Training happens in the run key's folder on the shared storage
 (`job_files`), so a new job resumes from the checkpoint the last one saved.
 
 Job ids given to the platform are `<slurm job id>:<run key>`: a job Slurm has forgotten (it
@@ -33,6 +33,7 @@ from retrain_assets.gpu.slurm.rest import SlurmRest, UnknownJob
 from retrain_assets.gpu.slurm.train_job import ATTEMPT_ENV, MODULE
 
 ATTEMPTS_FILE = "attempts"  # one line per Slurm job submitted for the key
+SUBMITTING_FILE = "submitting"  # a submit is under way: its job id is not recorded yet
 
 
 class ArtifactMissing(Exception):
@@ -48,6 +49,7 @@ class SlurmJobOptions:
     gres: str | None = None
     python: str = sys.executable
     cpus: int = 1
+    hold: bool = False  # submit held (priority 0): benchmarks, or an operator who releases
 
 
 def split_job_id(job_id: str) -> tuple[int, str]:
@@ -99,20 +101,36 @@ class SlurmBackend:
             return existing
         write_json(files.spec, checked.model_dump(mode="json"))
         attempt = len(self._attempts(files)) + 1
+        marker = files.folder / SUBMITTING_FILE
+        marker.write_text(f"attempt {attempt}\n")  # until the id is recorded: `find` lists
         slurm_id = self.rest.submit(self._script(files), self._job(files, idempotency_key, attempt))
-        with (files.folder / ATTEMPTS_FILE).open("a") as log:
-            log.write(f"{slurm_id}\n")
+        self._record_attempt(files, slurm_id)
         return self._job_of(self.rest.job(slurm_id), idempotency_key, files)
 
+    def _record_attempt(self, files: JobFiles, slurm_id: int) -> None:
+        """Append the job's id to the key's attempts (once) and drop the submit marker."""
+        if slurm_id not in self._attempts(files):
+            with (files.folder / ATTEMPTS_FILE).open("a") as log:
+                log.write(f"{slurm_id}\n")
+        (files.folder / SUBMITTING_FILE).unlink(missing_ok=True)
+
     def find(self, idempotency_key: str) -> Job | None:
-        """Return the key's newest job Slurm knows, or one its folder shows finished, or None."""
+        """Return the key's newest job: the last one its folder recorded, asked by id.
+
+        One small call, not a listing of the cluster (which costs seconds at 10,000 jobs). Only
+        a submit that was interrupted between asking Slurm and recording the id (its marker is
+        still there) is looked up by name in the listing of every job.
+        """
         files = JobFiles.of(self.storage, idempotency_key)
-        mine = [job for job in self.rest.jobs() if run_key_of(job.get("name")) == idempotency_key]
-        if mine:
-            newest = max(mine, key=lambda job: int(job["job_id"]))
-            return self._job_of(newest, idempotency_key, files)
+        if (files.folder / SUBMITTING_FILE).exists():
+            mine = [j for j in self.rest.jobs() if run_key_of(j.get("name")) == idempotency_key]
+            if mine:
+                newest = max(mine, key=lambda job: int(job["job_id"]))
+                self._record_attempt(files, int(newest["job_id"]))
+                return self._job_of(newest, idempotency_key, files)
+            (files.folder / SUBMITTING_FILE).unlink()  # that submit never reached Slurm
         attempts = self._attempts(files)
-        return self._forgotten(attempts[-1], idempotency_key, files) if attempts else None
+        return self.get(f"{attempts[-1]}:{idempotency_key}") if attempts else None
 
     def get(self, job_id: str) -> Job:
         """Return one job; one Slurm no longer knows is judged by its key's folder."""
@@ -202,6 +220,8 @@ class SlurmBackend:
             job["partition"] = self.options.partition
         if self.options.gres:
             job["gres"] = self.options.gres
+        if self.options.hold:
+            job["hold"] = True
         return job
 
     def _attempts(self, files: JobFiles) -> list[int]:

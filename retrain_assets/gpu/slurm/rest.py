@@ -143,11 +143,16 @@ def _list(answer: dict[str, Any], key: str) -> list[dict[str, Any]]:
 
 
 def _number(value: Any) -> int:
-    """Return Slurm's error number, or 1 (some error) when it is not a number at all."""
+    """Return Slurm's error number; 0 when there is none.
+
+    An entry without a number is a notice, not an error: a held job's submit answers 200 with
+    its id and "Job is in held state, pending scheduler release" in `errors`. On any status but
+    200 the call fails whatever the numbers say.
+    """
     try:
         return int(value)
     except (TypeError, ValueError):
-        return 1
+        return 0
 
 
 def _describe(error: Any) -> str:

@@ -94,6 +94,24 @@ def test_a_job_trains_the_reference_model_and_every_retry_attaches_to_it(
     assert slurm_jobs_of(slurm, key) == [int(first.id.split(":")[0])]
 
 
+def test_a_submit_interrupted_before_it_recorded_the_id_attaches_to_that_job(
+    slurm: SlurmBackend, dataset: Path
+) -> None:
+    key = new_key()
+    held = SlurmBackend(slurm.rest, slurm.storage, dataclasses.replace(slurm.options, hold=True))
+    first = held.submit(key, training_spec(dataset))
+    files = JobFiles.of(slurm.storage, key)
+    # as if the platform died between Slurm's answer and recording the id
+    (files.folder / "attempts").unlink()
+    (files.folder / "submitting").write_text("attempt 1\n")
+    again = slurm.submit(key, training_spec(dataset))
+    assert again.id == first.id and again.status is JobStatus.QUEUED  # found by name, held
+    assert "reason JobHeldUser" in (again.detail or "")
+    assert (files.folder / "attempts").read_text().split() == [first.id.split(":")[0]]
+    assert slurm_jobs_of(slurm, key) == [int(first.id.split(":")[0])]
+    slurm.cancel(first.id)
+
+
 def test_many_statuses_are_one_listing_and_a_job_slurm_forgot_is_judged_by_its_folder(
     slurm: SlurmBackend, dataset: Path
 ) -> None:
