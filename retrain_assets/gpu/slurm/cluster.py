@@ -74,7 +74,14 @@ class SlurmCluster:
         return cluster_environment(self.paths)
 
     def start_daemon(self, name: str) -> None:
-        """Start one daemon (again, after a test killed it) and wait until it answers."""
+        """Start one daemon (again, after a test killed it) and wait until it answers.
+
+        A socket a killed daemon left behind is removed first: it would refuse the new one's
+        bind, and would look like an answer.
+        """
+        sockets = {"munged": self.paths.munge_socket, "slurmrestd": self.paths.rest_socket}
+        if name in sockets:
+            sockets[name].unlink(missing_ok=True)
         log = self.paths.log(f"{name}.out").open("ab")
         command = _command(name, self.paths)
         self.processes[name] = subprocess.Popen(
@@ -108,8 +115,6 @@ def start_cluster(root: Path, ports: ClusterPorts | None = None) -> SlurmCluster
     """
     paths = ClusterPaths(root)
     write_cluster_files(paths, ports or ClusterPorts())
-    for stale in (paths.rest_socket, paths.munge_socket):
-        stale.unlink(missing_ok=True)
     cluster = SlurmCluster(paths, ports or ClusterPorts())
     try:
         for name in DAEMONS:

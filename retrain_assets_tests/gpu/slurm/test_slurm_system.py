@@ -39,6 +39,7 @@ from retrain_assets_tests.models.flow import (
     CUSTOMER,
     materialize,
     poll_until_requested,
+    tick,
     train_config,
 )
 from retrain_assets_tests.models.world import DAYS, START, TENANTS
@@ -254,3 +255,48 @@ def test_the_training_machine_trains_one_candidate_through_slurm(
     backend = slurm_backend()
     assert len(slurm_jobs_of(backend, key)) == 1  # one Slurm job for the run key
     backend.close()
+
+
+def test_slurmrestd_killed_during_poll_job_is_an_outage_the_run_comes_back_from(
+    slurm_world: dg.DagsterInstance, app_db: str, slurm_cluster: SlurmCluster
+) -> None:
+    instance = slurm_world
+    submitted = materialize(instance, [training_job], train_config(**SLOW))
+    meta = submitted.asset_materializations_for_node("training_job")[0].metadata
+    key = str(meta["run_key"].value)
+    slurm_cluster.kill_daemon("slurmrestd")
+    try:
+        tick(instance)  # the status call finds nobody: an outage, recorded once
+        found = pointer(app_db, "training", CUSTOMER)
+        assert found is not None and found.state == "POLL_JOB"
+        assert "training service unreachable since" in (found.last_error or "")
+    finally:
+        slurm_cluster.start_daemon("slurmrestd")
+    poll_until_requested(instance, seconds=120)  # the job kept training meanwhile
+    notes = [row.note or "" for row in history(app_db, "training", CUSTOMER, key)]
+    assert any("training service reachable again" in note for note in notes), notes
+    backend = slurm_backend()
+    assert len(slurm_jobs_of(backend, key)) == 1  # the outage queued no second job
+    backend.close()
+
+
+def test_a_job_that_hits_its_time_limit_times_out_and_the_resubmission_resumes(
+    slurm: SlurmBackend, dataset: Path
+) -> None:
+    short = SlurmBackend(
+        slurm.rest, slurm.storage, dataclasses.replace(slurm.options, time_limit_minutes=1)
+    )
+    key = new_key()
+    crawl = {"faults": {"slow_seconds_per_round": 2.0, "on_attempts": [1]}}  # 80 s > 1 min
+    spec = training_spec(dataset, **crawl)
+    job = short.submit(key, spec)
+    ended = wait_for(short, job.id, lambda j: j.status.finished, 180, "the time limit")
+    assert ended.status is JobStatus.FAILED
+    assert "Slurm TIMEOUT: hit its time limit" in (ended.error or "")
+    assert "time limit 1 min" in (ended.error or "")
+    again = slurm.submit(key, spec)  # JOB_FAILED's resubmission, with the usual limit
+    assert again.attempt == 2
+    done = wait_for(slurm, again.id, lambda j: j.status.finished, 90, "the resubmitted job")
+    assert done.status is JobStatus.SUCCEEDED, done.error
+    result = json.loads(JobFiles.of(slurm.storage, key).result.read_text())
+    assert result["resumed_from_round"] >= 10
