@@ -2,7 +2,7 @@
 
 Everything lives under one folder of our own (never /etc/slurm or /etc/munge), so a test or
 `retrain-assets slurm` can start a cluster beside anything else on the machine. The config is
-the one FIELD-NOTES found to work with Debian's Slurm 22.05 as root: linuxproc process
+the one found to work with Debian's Slurm 22.05 as root: linuxproc process
 tracking, no task plugin, no accounting, cons_tres selection, one partition.
 """
 

@@ -1,10 +1,10 @@
 """Every Slurm job state, mapped explicitly onto a job status and the words the machine records.
 
-The training machine moves on `JobStatus` alone (see the table in docs/gpu-service.md,
-"Slurm backend"): QUEUED and RUNNING make POLL_JOB wait (its note names the Slurm state and
-reason), SUCCEEDED moves on to AWAIT_CANDIDATE, FAILED and CANCELLED take the "remote failed"
-branch to JOB_FAILED, whose resubmission looks the run key up again. A state this table does
-not name is FAILED with that said, never a wait that could last forever.
+The training machine moves on `JobStatus` alone (the table is in docs/slurm.md): QUEUED and
+RUNNING make POLL_JOB wait (its note names the Slurm state and reason), SUCCEEDED moves on to
+AWAIT_CANDIDATE, FAILED and CANCELLED take the "remote failed" branch to JOB_FAILED, whose
+resubmission looks the run key up again. A state this table does not name is FAILED with that
+said, never a wait that could last forever.
 """
 
 from __future__ import annotations

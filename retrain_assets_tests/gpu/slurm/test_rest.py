@@ -2,7 +2,7 @@
 
 The real slurmrestd is driven in test_slurm_system.py; here are the answers a real one gives
 only when broken (garbage, an HTML error page) or slowly (slurmctld down: 18 s), shaped as
-FIELD-NOTES measured them on Slurm 22.05.8.
+measured on Slurm 22.05.8 here.
 """
 
 import threading
