@@ -3,6 +3,8 @@
 import dataclasses
 import json
 import math
+import os
+import subprocess
 
 import numpy as np
 import pytest
@@ -21,7 +23,9 @@ from retrain_assets.serving.protocol import (
 from retrain_assets.serving.routes import RouteTable
 from retrain_assets.serving.routing import canary_mask
 from retrain_assets_tests.serving.models import feature_frame
+from retrain_assets_tests.serving.serving_process import SERVE
 from retrain_assets_tests.serving.test_predictor import AT, BOOSTERS, FakeLog, route
+from retrain_assets_tests.support.processes import free_port
 
 WIDTHS = {
     "1": IntervalTable({"80": 4.0, "95": 9.0}, windows=2, scores=300),  # both levels
@@ -141,3 +145,13 @@ def test_every_logged_row_keeps_the_bounds_its_model_gave_shadows_included():
     lonely = predictor(route(champion="3"), log=FakeLog())
     lonely.forecast("acme", batch(2)[0])
     assert set(json.loads(lonely.log.rows[0].intervals)) == {"80"}  # its one level
+
+
+def test_the_service_refuses_to_start_with_a_level_outside_0_100(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RETRAIN_", "MLFLOW_"))}
+    env |= {"RETRAIN_HOME": str(tmp_path), "RETRAIN_INTERVAL_LEVELS": "80,120"}
+    done = subprocess.run(
+        [*SERVE, "--port", str(free_port())], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 2
+    assert "RETRAIN_INTERVAL_LEVELS: level 120 is outside (0, 100)" in done.stderr
