@@ -39,6 +39,8 @@ from retrain_assets.settings import (
     ready_timeout_seconds,
     retrain_home,
     serve_port,
+    slurm_url,
+    training_backend,
     webserver_port,
 )
 from retrain_assets.store.migrations import migrate
@@ -51,16 +53,35 @@ WATCH_SECONDS = 0.5
 def needed_ports() -> list[PortNeed]:
     """Return the ports the platform listens on; a new process adds its line here.
 
-    The GPU service's port only counts when `up` starts that service (RETRAIN_GPU_URL unset),
+    The GPU service's port only counts when `up` starts that service (`local_gpu_service`),
     MLflow's only when `up` starts the local tracking server (MLFLOW_TRACKING_URI unset).
     """
     needs = [PortNeed("dagster-webserver", webserver_port(), "RETRAIN_WEBSERVER_PORT")]
-    if remote_gpu_url() is None:
+    if local_gpu_service():
         needs.append(PortNeed("gpu-service", gpu_service_port(), "RETRAIN_GPU_PORT"))
     if remote_mlflow_uri() is None:
         needs.append(PortNeed("mlflow", mlflow_port(), "RETRAIN_MLFLOW_PORT"))
     needs.append(PortNeed("prediction-service", serve_port(), "RETRAIN_SERVE_PORT"))
     return needs
+
+
+def local_gpu_service() -> bool:
+    """Return True when `up` starts the reference GPU service: the default backend, not remote."""
+    return training_backend() == "reference" and remote_gpu_url() is None
+
+
+def training_children(bin_dir: Path) -> list[ChildSpec]:
+    """Return the training backend `up` runs: the GPU service, a Slurm cluster, or none.
+
+    With RETRAIN_TRAINING_BACKEND=slurm and no RETRAIN_SLURM_URL, a one-node cluster under
+    $RETRAIN_HOME/slurm (`retrain-assets slurm`, root and Debian's packages needed); with a
+    remote service or cluster, nothing.
+    """
+    if training_backend() == "slurm":
+        if os.environ.get("RETRAIN_SLURM_URL"):
+            return []
+        return [ChildSpec(name="slurm", argv=(str(bin_dir / "retrain-assets"), "slurm"))]
+    return [gpu_service_child(bin_dir)] if local_gpu_service() else []
 
 
 def gpu_service_child(bin_dir: Path) -> ChildSpec:
@@ -119,7 +140,7 @@ def platform_children(workspace: Path, mlflow_backend_uri: str) -> list[ChildSpe
     """
     bin_dir = Path(sys.executable).parent
     port, workspace_arg = str(webserver_port()), ("-w", str(workspace))
-    gpu = [gpu_service_child(bin_dir)] if remote_gpu_url() is None else []
+    gpu = training_children(bin_dir)
     local_mlflow = remote_mlflow_uri() is None
     mlflow = [mlflow_child(bin_dir, mlflow_backend_uri)] if local_mlflow else []
     return [
@@ -167,6 +188,8 @@ def _prepare_databases() -> PostgresServer:
 
 
 def _gpu_service_line() -> str:
+    if training_backend() == "slurm":
+        return f"Slurm, slurmrestd at {slurm_url()} (RETRAIN_TRAINING_BACKEND=slurm)"
     remote = remote_gpu_url()
     return f"{remote} (RETRAIN_GPU_URL)" if remote else gpu_service_url()
 

@@ -257,6 +257,23 @@ def test_up_leaves_a_remote_gpu_service_alone(monkeypatch, tmp_path):
     ]
 
 
+def test_up_runs_a_one_node_slurm_cluster_instead_of_the_gpu_service(monkeypatch, tmp_path):
+    monkeypatch.delenv("RETRAIN_GPU_URL", raising=False)
+    monkeypatch.delenv("RETRAIN_SLURM_URL", raising=False)
+    monkeypatch.setenv("RETRAIN_TRAINING_BACKEND", "slurm")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "https://mlflow.example.com")
+    assert [need.name for need in up.needed_ports()] == ["dagster-webserver", "prediction-service"]
+    first, *rest = up.platform_children(tmp_path / "workspace.yaml", BACKEND)
+    assert (first.name, first.argv[1:]) == ("slurm", ("slurm",))
+    assert "gpu-service" not in [spec.name for spec in rest]
+    monkeypatch.setenv("RETRAIN_SLURM_URL", "https://slurmrestd.example.org:6820")  # a team's
+    children = up.platform_children(tmp_path / "workspace.yaml", BACKEND)
+    assert children[0].name == "prediction-service"
+    monkeypatch.setenv("RETRAIN_TRAINING_BACKEND", "kubernetes")
+    with pytest.raises(ValueError, match="RETRAIN_TRAINING_BACKEND must be one of"):
+        up.platform_children(tmp_path / "workspace.yaml", BACKEND)
+
+
 def test_up_runs_mlflow_on_postgres_with_served_artifacts(monkeypatch, tmp_path):
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     monkeypatch.setenv("RETRAIN_GPU_URL", "https://gpu.example.com")
