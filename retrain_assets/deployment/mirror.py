@@ -65,7 +65,7 @@ def _unmirrored(url: str) -> list[tuple]:
         cur.execute(
             "SELECT a.id, d.mlflow_run_id, a.step, a.canary_requests, a.canary_errors,"
             " a.canary_nonfinite, a.rows_with_actuals, a.canary_wape, a.champion_wape,"
-            " a.passed, a.reason, a.outcome, a.evidence"
+            " a.passed, a.reason, a.outcome, a.evidence, a.canary_coverage"
             " FROM rollout_analyses a JOIN rollouts r ON r.id = a.rollout_id"
             " JOIN deployment_decisions d ON d.id = r.decision_id"
             " WHERE a.mlflow_logged_at IS NULL ORDER BY a.id LIMIT %s",
@@ -88,13 +88,18 @@ def _log(
     reason: str,
     outcome: str | None = None,
     evidence: Mapping[str, object] | None = None,
+    coverage: Mapping[str, float] | None = None,
 ) -> None:
     now = int(time.time() * 1000)
     numbers = {  # the evidence rule's rows needed and interval, where it judged
         f"evidence_{k}": v for k, v in (evidence or {}).items() if isinstance(v, int | float)
     }
+    covered = {  # the canary's prediction intervals on its rows with actuals (part 4)
+        f"coverage_{k}": v for k, v in (coverage or {}).items() if isinstance(v, int | float)
+    }
     values = {
         **numbers,
+        **covered,
         "canary_requests": requests,
         "canary_errors": errors,
         "canary_nonfinite": nonfinite,

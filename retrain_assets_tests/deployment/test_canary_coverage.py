@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import time
+from types import SimpleNamespace
+
+from retrain_assets.deployment.mirror import mirror_analyses
 from retrain_assets.store.database import transaction
+from retrain_assets_tests.deployment.test_canary_evidence_rollout import LoggedBatches
 from retrain_assets_tests.deployment.test_rollout_machine import rows
 
 # What the prediction service logs for a canary row whose model carries intervals
@@ -34,6 +39,13 @@ def test_each_analysis_records_the_canarys_coverage_on_its_rows_with_actuals(wor
     assert coverage["rows"] == counted > 0
     assert coverage["80"] == 1.0
     assert coverage["95"] == round(zeros / counted, 4)
+    with transaction(world.db) as cur:  # the decision's MLflow run, as deploy_model opens it
+        cur.execute("UPDATE deployment_decisions SET mlflow_run_id = 'run-1'")
+    client = LoggedBatches()  # the mirror logs it with the analysis's other numbers
+    mirror_analyses(world.db, SimpleNamespace(client=client), time.monotonic() + 30)
+    [(_, metrics, _)] = client.batches
+    assert metrics["CANARY_10/coverage_80"] == 1.0
+    assert metrics["CANARY_10/coverage_rows"] == counted
 
 
 def test_a_canary_that_logged_no_bounds_records_no_coverage(world):
