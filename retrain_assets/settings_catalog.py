@@ -287,8 +287,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "RETRAIN_INTERVAL_COVERAGE_TOLERANCE",
         "how far below its level a candidate's interval may cover the holdout's actuals before "
-        "`beats_champion` fails it (0.10: an 80 % interval must cover at least 70 %)",
-        "`0.10`",
+        "`beats_champion` fails it (0.15: an 80 % interval must cover at least 65 %)",
+        "`0.15`",
     ),
     Setting(
         "RETRAIN_LANDING_INTERVAL_SECONDS",

@@ -46,7 +46,7 @@ def test_rules_and_tolerance_come_from_the_environment(monkeypatch: pytest.Monke
     monkeypatch.setenv("RETRAIN_INTERVAL_WINDOWS", "1")
     with pytest.raises(InvalidIntervalSetting, match="RETRAIN_INTERVAL_WINDOWS: 1 is outside"):
         IntervalRules.from_settings()
-    assert coverage_tolerance() == 0.10
+    assert coverage_tolerance() == 0.15
     monkeypatch.setenv("RETRAIN_INTERVAL_COVERAGE_TOLERANCE", "1.5")
     with pytest.raises(InvalidIntervalSetting, match=r"COVERAGE_TOLERANCE: 1\.5 is outside"):
         coverage_tolerance()

@@ -2,7 +2,7 @@
 
 The trainer's widths promise that about 80 % of actuals fall within the 80 % interval. The
 holdout is rows the candidate never saw, so the gate counts how many do: an interval that
-covers far less than its level (more than RETRAIN_INTERVAL_COVERAGE_TOLERANCE below it; 0.10
+covers far less than its level (more than RETRAIN_INTERVAL_COVERAGE_TOLERANCE below it; 0.15
 by default, so an 80 % interval covering 50 % fails) would make every served bound a
 confident lie, and the candidate fails with that reason even if its WAPE wins. A candidate
 without intervals (RETRAIN_INTERVAL_LEVELS=none, or a training window too short for two
