@@ -1,0 +1,1 @@
+"""The Slurm training backend: slurmrestd client, state map, batch job, one-node cluster."""

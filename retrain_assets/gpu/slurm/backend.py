@@ -64,6 +64,14 @@ def split_job_id(job_id: str) -> tuple[int, str]:
     return int(number), run_key
 
 
+def _ours(job_id: str) -> bool:
+    try:
+        split_job_id(job_id)
+    except ValueError:
+        return False
+    return True
+
+
 class SlurmBackend:
     """The platform's training jobs as Slurm batch jobs."""
 
@@ -142,10 +150,15 @@ class SlurmBackend:
             return self._forgotten(slurm_id, run_key, files)
 
     def statuses(self, job_ids: list[str]) -> dict[str, Job]:
-        """Return every asked job from one `GET /jobs`; forgotten ones judged by their folder."""
-        if not job_ids:
+        """Return every asked job from one `GET /jobs`; forgotten ones judged by their folder.
+
+        An id not of this backend's form (a run started on another backend) is left out, as
+        the protocol says of unknown ids: its own poll then asks `get`, which fails that run
+        alone with the reason, instead of failing the whole batch.
+        """
+        wanted = {job_id: split_job_id(job_id) for job_id in job_ids if _ours(job_id)}
+        if not wanted:
             return {}
-        wanted = {job_id: split_job_id(job_id) for job_id in job_ids}
         known = {int(job["job_id"]): job for job in self.rest.jobs()}
         found: dict[str, Job] = {}
         for job_id, (slurm_id, run_key) in wanted.items():

@@ -12,7 +12,7 @@ import datetime as dt
 import json
 import subprocess
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import dagster as dg
@@ -32,6 +32,7 @@ from retrain_assets.machines.outage import is_unreachable
 from retrain_assets.machines.store import history, pointer
 from retrain_assets.models.candidates import CandidateTable
 from retrain_assets.models.model_candidate_asset import model_candidate
+from retrain_assets.models.run_key import code_commit
 from retrain_assets.models.training_job_asset import training_job
 from retrain_assets.settings import storage_root
 from retrain_assets_tests.gpu.service_process import training_spec
@@ -141,6 +142,7 @@ def test_bad_input_is_refused_with_its_reason_and_queues_no_job(
         slurm.submit(new_key(), training_spec(dataset, params={"num_boost_round": 0}))
     with pytest.raises(ValueError, match="is not '<slurm job id>:<run key>'"):
         slurm.get("not-an-id")
+    assert slurm.statuses(["not-an-id"]) == {}  # left out of the batch, not failing it
     gpu = SlurmBackend(slurm.rest, slurm.storage, dataclasses.replace(slurm.options, gres="gpu:1"))
     with pytest.raises(SlurmRestError, match="POST /job/submit") as refused:
         gpu.submit(new_key(), training_spec(dataset))  # this node has no GPU
@@ -195,8 +197,12 @@ def slurm_world(
     mlflow_uri: str,
     slurm_cluster: SlurmCluster,
     monkeypatch: pytest.MonkeyPatch,
-) -> dg.DagsterInstance:
-    """The model side's world (models/conftest.py's `model_world`) with Slurm as the backend."""
+) -> Iterator[dg.DagsterInstance]:
+    """The model side's world (models/conftest.py's `model_world`) with Slurm as the backend.
+
+    `code_commit` is cached per process: cleared around the test, so the commit set here makes
+    this test's run keys its own (two tests of one key would share Slurm jobs by name).
+    """
     home = tmp_path / "home"
     for spec in TENANTS:
         land_tenant(
@@ -205,6 +211,7 @@ def slurm_world(
     monkeypatch.setenv("RETRAIN_HOME", str(home))
     monkeypatch.setenv("RETRAIN_APP_PG_URL", app_db)
     monkeypatch.setenv("RETRAIN_CODE_COMMIT", f"test-{uuid.uuid4().hex[:8]}")
+    code_commit.cache_clear()
     monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_uri)
     monkeypatch.setenv("RETRAIN_RETRY_FIRST_SECONDS", "0")
     monkeypatch.setenv("RETRAIN_RETRY_MAX_SECONDS", "0")
@@ -220,7 +227,8 @@ def slurm_world(
     monkeypatch.setenv("RETRAIN_GPU_TOKEN", "unused")
     dagster_instance.add_dynamic_partitions(str(CUSTOMERS.name), [s.name for s in TENANTS])
     publish_feature_range(dagster_instance, START, START + dt.timedelta(days=DAYS - 1))
-    return dagster_instance
+    yield dagster_instance
+    code_commit.cache_clear()
 
 
 def state_of(db: str) -> str:
