@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Literal
@@ -36,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from retrain_assets.features.evidence import NOT_ENOUGH
+from retrain_assets.features.paired_change import paired_interval, relative_change
 from retrain_assets.store.snapshots import SnapshotRecord
 
 MIN_STORES = 2  # a bootstrap over one store's days says nothing about the others
@@ -140,7 +140,7 @@ def judge_canary(
         )
         return replace(base, reason=why)
     change = relative_change(units)
-    bounds = paired_interval(units, confidence)
+    bounds = paired_interval(units, confidence, RESAMPLES)
     if bounds is None:
         why = (
             f"{NOT_ENOUGH}: no bootstrap interval over {len(units)} store-days (the champion's "
@@ -179,49 +179,6 @@ def store_days(pairs: pd.DataFrame) -> np.ndarray:
         }
     )
     return frame.groupby(["store", "day"], sort=True)[["c", "r", "a"]].sum().to_numpy(dtype=float)
-
-
-def relative_change(units: np.ndarray) -> float:
-    """Return (canary's summed absolute error - champion's) / champion's: the WAPE change."""
-    reference = units[:, 1].sum()
-    return float((units[:, 0].sum() - reference) / reference) if reference > 0 else 0.0
-
-
-def paired_interval(units: np.ndarray, confidence: float) -> tuple[float, float, str] | None:
-    """Return the paired bootstrap interval of the relative change and its method.
-
-    BCa, else percentile where BCa's correction is undefined (a few ties); a fixed seed, so
-    an analysis re-run on the same rows gives the same verdict. None: no finite interval.
-    """
-    from scipy.stats import DegenerateDataWarning, bootstrap  # here: the code location loads
-    # without scipy.stats
-
-    def statistic(c: np.ndarray, r: np.ndarray, axis: int = -1) -> np.ndarray:
-        reference = r.sum(axis=axis)
-        return (c.sum(axis=axis) - reference) / np.where(reference > 0, reference, np.nan)
-
-    if units[:, 1].sum() <= 0:
-        return None
-    if np.ptp(units[:, 0] - units[:, 1]) == 0:
-        change = relative_change(units)
-        return change, change, "none (no spread)"  # every resample gives the same change
-    for method in ("BCa", "percentile"):
-        with warnings.catch_warnings():  # said by the method named instead
-            warnings.simplefilter("ignore", DegenerateDataWarning)
-            result = bootstrap(
-                (units[:, 0], units[:, 1]),
-                statistic,
-                paired=True,
-                vectorized=True,
-                confidence_level=confidence,
-                n_resamples=RESAMPLES,
-                method=method,
-                rng=np.random.default_rng(26),
-            )
-        low, high = result.confidence_interval
-        if np.isfinite(low) and np.isfinite(high):
-            return float(low), float(high), method
-    return None
 
 
 def daily_rows(

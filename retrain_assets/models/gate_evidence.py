@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -34,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from retrain_assets.features.evidence import NOT_ENOUGH, EvidenceRules, WindowRows, judge_window
+from retrain_assets.features.paired_change import paired_interval, relative_change
 from retrain_assets.features.training_export import LABEL
 from retrain_assets.models.scoring import InvalidForecast, wape
 
@@ -163,7 +163,7 @@ def judge_with_evidence(
             f"one store's {len(units)} days cannot speak for a customer (needs >= {MIN_STORES})"
         )
         return _verdict(False, "evidence", why, shown)
-    change = _relative_change(units)
+    change = relative_change(units)
     bounds = _interval(units, rules)
     if bounds is None:
         why = (
@@ -320,40 +320,12 @@ def _units(
     return frame.groupby(["store", "day"], sort=True)[["c", "r"]].sum().to_numpy(dtype=float)
 
 
-def _relative_change(units: np.ndarray) -> float:
-    reference = units[:, 1].sum()
-    return float((units[:, 0].sum() - reference) / reference) if reference > 0 else 0.0
-
-
 def _interval(units: np.ndarray, rules: GateRules) -> tuple[float, float, str] | None:
     """Return the paired bootstrap interval of the relative change and its method.
 
-    BCa, else percentile where BCa's correction is undefined; a fixed seed.
+    A reference whose error sums to 0 gives no spread to resample: the change itself.
     """
-    from scipy.stats import DegenerateDataWarning, bootstrap  # here: the code location loads
-    # without scipy.stats
-
-    def statistic(c: np.ndarray, r: np.ndarray, axis: int = -1) -> np.ndarray:
-        reference = r.sum(axis=axis)
-        return (c.sum(axis=axis) - reference) / np.where(reference > 0, reference, np.nan)
-
-    if units[:, 1].sum() <= 0 or np.ptp(units[:, 0] - units[:, 1]) == 0:
-        change = _relative_change(units)
-        return change, change, "none (no spread)"  # every resample gives the same change
-    for method in ("BCa", "percentile"):  # BCa's correction is undefined on a few ties
-        with warnings.catch_warnings():  # said by the verdict instead (percentile, or none)
-            warnings.simplefilter("ignore", DegenerateDataWarning)
-            result = bootstrap(
-                (units[:, 0], units[:, 1]),
-                statistic,
-                paired=True,
-                vectorized=True,
-                confidence_level=rules.confidence,
-                n_resamples=rules.resamples,
-                method=method,
-                rng=np.random.default_rng(26),  # a verdict must not change when re-run
-            )
-        low, high = result.confidence_interval
-        if np.isfinite(low) and np.isfinite(high):
-            return float(low), float(high), method
-    return None  # resamples whose reference error sums to 0: no interval to judge by
+    if units[:, 1].sum() <= 0:
+        change = relative_change(units)
+        return change, change, "none (no spread)"
+    return paired_interval(units, rules.confidence, rules.resamples)
