@@ -56,7 +56,7 @@ import pandas as pd
 from upath import UPath
 
 from retrain_assets.asset_keys import STORE_DAY_FEATURES, name_of
-from retrain_assets.demo.simulate import simulate_day
+from retrain_assets.demo.feature_history import tenant_features
 from retrain_assets.demo.tenants import (
     DEFAULT_HISTORY_DAYS,
     DEFAULT_START,
@@ -78,7 +78,7 @@ from retrain_assets.features.evidence import (
     EvidenceRules,
     judge_parts,
 )
-from retrain_assets.features.feature_math import FEATURE_VERSION, store_day_features
+from retrain_assets.features.feature_math import FEATURE_VERSION
 from retrain_assets.features.parquet_store import ParquetPartitionStore
 from retrain_assets.features.training_export import LABEL, MODEL_FEATURES, export_customer
 from retrain_assets.gpu.service.schemas import TrainingSpec
@@ -604,21 +604,6 @@ def demo_policy(spec: TenantSpec) -> dict[str, Any]:
     """Return the tenant's demo policy overrides, typed as the settings' fields are."""
     overrides = DEMO_POLICY.get(spec.name, {})
     return {k: type(getattr(DEFAULTS, k))(v) for k, v in overrides.items()}
-
-
-def tenant_features(spec: TenantSpec, last: dt.date) -> pd.DataFrame:
-    """Return the tenant's `store_day_features` rows from the first history day to `last`."""
-    days = [DEFAULT_START + dt.timedelta(days=i) for i in range((last - DEFAULT_START).days + 1)]
-    frames = []
-    for day in days:
-        sales = simulate_day(spec, day)
-        sales.insert(0, "customer", spec.name)
-        frames.append(sales)
-    sales = pd.concat(frames, ignore_index=True).astype(
-        {"date": "datetime64[ns]", "on_promo": bool, "store_id": str, "item_id": str}
-    )
-    features = store_day_features(sales, days, {spec.name: spec.country})
-    return features.astype({"is_holiday": "int8", "on_promo": "int8"})  # as exported
 
 
 # -- the report ------------------------------------------------------------------------------

@@ -30,9 +30,8 @@ import lightgbm
 import numpy as np
 import pandas as pd
 
-from retrain_assets.demo.simulate import simulate_day
+from retrain_assets.demo.feature_history import tenant_features
 from retrain_assets.demo.tenants import DEFAULT_START, DEMO_TENANTS, TenantSpec
-from retrain_assets.features.feature_math import store_day_features
 from retrain_assets.features.training_export import LABEL, MODEL_FEATURES
 from retrain_assets.gpu.service.schemas import TrainingSpec
 from retrain_assets.gpu.service.trainer import train
@@ -48,21 +47,6 @@ from retrain_assets.prediction_intervals import (
 WINDOW_DAYS = 90  # the policy's default window
 HOLDOUT_DAYS = 7
 AHEAD_DAYS = 28
-
-
-def tenant_features(spec: TenantSpec, last: dt.date) -> pd.DataFrame:
-    """Return the tenant's `store_day_features` rows from the first history day to `last`."""
-    days = [DEFAULT_START + dt.timedelta(days=i) for i in range((last - DEFAULT_START).days + 1)]
-    frames = []
-    for day in days:
-        sales = simulate_day(spec, day)
-        sales.insert(0, "customer", spec.name)
-        frames.append(sales)
-    sales = pd.concat(frames, ignore_index=True).astype(
-        {"date": "datetime64[ns]", "on_promo": bool, "store_id": str, "item_id": str}
-    )
-    features = store_day_features(sales, days, {spec.name: spec.country})
-    return features.astype({"is_holiday": "int8", "on_promo": "int8"})  # as exported
 
 
 @dataclass
