@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import psutil
 import requests
@@ -183,18 +184,26 @@ class Supervisor:
         url = child.spec.ready_url
         if url is None:
             return True
+        port = urlsplit(url).port
         deadline = time.monotonic() + timeout
+        answered_by_another = False
         while not give_up():
             self._raise_if_exited(child)
             try:
                 if requests.get(url, timeout=2).status_code < 500:
-                    return True
+                    if port is None or group_listens_on(child.process.pid, port):
+                        return True
+                    answered_by_another = True
             except requests.RequestException:
                 pass
             if time.monotonic() > deadline:
+                why = (
+                    f"another process answers {url} (port {port} is not {child.spec.name}'s)"
+                    if answered_by_another
+                    else f"{child.spec.name} did not answer {url}"
+                )
                 raise ChildFailed(
-                    f"{child.spec.name} did not answer {url} within {timeout:.0f} s; "
-                    f"last lines of {child.log}:\n{log_tail(child)}"
+                    f"{why} within {timeout:.0f} s; last lines of {child.log}:\n{log_tail(child)}"
                 )
             time.sleep(POLL_SECONDS * 2)
         return False
@@ -227,6 +236,34 @@ class Supervisor:
                 f"{child.spec.name} {_exit_description(code)}; "
                 f"last lines of {child.log}:\n{log_tail(child)}"
             )
+
+
+def group_listens_on(pid: int, port: int) -> bool:
+    """Return whether `pid` or one of its descendants listens on TCP `port`.
+
+    A ready URL answering 200 is not enough: when the port was taken between `up`'s port check
+    and the child's bind (another program, or a second platform started at the same moment),
+    the child exits with a bind error while the other program answers its health URL, and
+    `up` would report ready a server that is not there. Processes psutil may not read count as
+    listening: the check only refuses what it can see.
+    """
+    try:
+        leader = psutil.Process(pid)
+        processes = [leader, *leader.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return False
+    for process in processes:
+        try:
+            connections = process.net_connections(kind="tcp")
+        except psutil.NoSuchProcess:
+            continue
+        except psutil.AccessDenied:
+            return True
+        if any(
+            c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port for c in connections
+        ):
+            return True
+    return False
 
 
 def _signal_group(child: Child, sig: signal.Signals) -> None:

@@ -106,3 +106,43 @@ def test_stop_reaches_grandchildren_and_kills_what_ignores_sigterm(tmp_path):
     assert supervisor.stop_all(grace=1, hurry=lambda: False) == ["stubborn"]
     assert time.monotonic() - started < 5
     assert running(grandchildren) == []
+
+
+def _last_line(path: Path) -> str:
+    lines = path.read_text().strip().splitlines()
+    return lines[-1] if lines else ""
+
+
+def _http_server(port: int | str) -> str:
+    """Code of a child that answers 200 on `port` (0: a port the system picks, printed)."""
+    return (
+        "import http.server, socketserver\n"
+        "class H(http.server.BaseHTTPRequestHandler):\n"
+        "    def do_GET(self):\n"
+        "        self.send_response(200); self.end_headers(); self.wfile.write(b'OK')\n"
+        "    def log_message(self, *args): pass\n"
+        f"server = socketserver.TCPServer(('127.0.0.1', {port}), H)\n"
+        "print(server.server_address[1], flush=True)\n"
+        "server.serve_forever()\n"
+    )
+
+
+def test_a_ready_url_answered_by_another_process_is_not_the_child_ready(tmp_path):
+    """Two platforms picked one port: the child fails to bind, the other server answers 200."""
+    supervisor = Supervisor(tmp_path, RestartPolicy())
+    squatter = supervisor.start(ChildSpec("squatter", python(_http_server(0))), {})
+    wait_until(lambda: _last_line(squatter.log).isdigit(), 10, "its port")
+    port = int(_last_line(squatter.log))
+    url = f"http://127.0.0.1:{port}/health"
+    assert supervisor.wait_ready(squatter, timeout=patience(10), give_up=lambda: False)
+
+    slow = supervisor.start(
+        ChildSpec("mlflow", python("import time; time.sleep(60)"), ready_url=url), {}
+    )
+    try:
+        supervisor.wait_ready(slow, timeout=2, give_up=lambda: False)
+    except ChildFailed as failed:
+        assert f"another process answers {url} (port {port} is not mlflow's)" in str(failed)
+    else:
+        raise AssertionError("a port answered by another process counted as mlflow ready")
+    assert supervisor.stop_all(grace=5, hurry=lambda: False) == []

@@ -34,12 +34,41 @@ SERVER_STARTUP_SECONDS = patience(120)
 DAEMON = str(Path(sys.executable).parent / "dagster-daemon")
 
 
+# Ports handed out by `free_port`, per pytest-xdist worker: below Linux's ephemeral range
+# (32768-60999, where bind(0) and outgoing connections take theirs) and disjoint between workers.
+PORTS_PER_WORKER = 2000
+FIRST_WORKER_PORT = 20000
+_handed_out: set[int] = set()
+
+
+def _worker_index() -> int:
+    """Return this pytest-xdist worker's number (gw0 -> 0), 0 outside xdist."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    return int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else 0
+
+
 def free_port() -> int:
-    """Return a TCP port on loopback that nothing listens on right now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
+    """Return a TCP port on loopback that nothing listens on and no other test was given.
+
+    Not bind(0)-and-close: the suite's workers start platforms at the same moment, and two of
+    them were handed one port (the system's pick is free again once the probe closes), so one
+    platform's MLflow answered with another's Dagster webserver. Each worker takes its ports
+    from a range of its own and never hands one out twice.
+    """
+    first = FIRST_WORKER_PORT + _worker_index() * PORTS_PER_WORKER
+    start = first + (os.getpid() % PORTS_PER_WORKER)  # two pytest runs side by side differ
+    for offset in range(PORTS_PER_WORKER):
+        port = first + (start - first + offset) % PORTS_PER_WORKER
+        if port in _handed_out:
+            continue
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _handed_out.add(port)
         return port
+    raise RuntimeError(f"no free port left in {first}..{first + PORTS_PER_WORKER - 1}")
 
 
 def running(processes: list[psutil.Process]) -> list[int]:
