@@ -25,10 +25,9 @@ import lightgbm as lgb
 import numpy as np
 import pandas as pd
 
+from retrain_assets.gpu.client import MODEL_FILE
 from retrain_assets.gpu.service.conformal import conformal_intervals
 from retrain_assets.gpu.service.schemas import TrainingParams, TrainingSpec
-
-MODEL_FILE = "model.txt"
 
 
 def _no_op(_: int) -> None:

@@ -28,9 +28,15 @@ from pydantic import ValidationError
 from retrain_assets.gpu.protocol import Artifact, ArtifactCorrupt, Job, JobStatus
 from retrain_assets.gpu.service.schemas import TrainingSpec
 from retrain_assets.gpu.slurm import states
-from retrain_assets.gpu.slurm.job_files import JobFiles, job_name, run_key_of, write_json
+from retrain_assets.gpu.slurm.job_files import (
+    ATTEMPT_ENV,
+    MODULE,
+    JobFiles,
+    job_name,
+    run_key_of,
+    write_json,
+)
 from retrain_assets.gpu.slurm.rest import SlurmRest, UnknownJob
-from retrain_assets.gpu.slurm.train_job import ATTEMPT_ENV, MODULE
 
 ATTEMPTS_FILE = "attempts"  # one line per Slurm job submitted for the key
 SUBMITTING_FILE = "submitting"  # a submit is under way: its job id is not recorded yet

@@ -15,12 +15,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from retrain_assets.gpu.service.trainer import MODEL_FILE
+from retrain_assets.gpu.client import MODEL_FILE
 
 # What a Slurm job name can carry without quoting trouble, and what the platform's run keys
 # are (16 hex characters); anything else is refused before a job is submitted.
 RUN_KEY_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 JOB_NAME_PREFIX = "retrain-"
+# The batch job's module and the variable carrying its attempt number. Named here, not in
+# train_job, so the submitting side does not import LightGBM (every Dagster run imports it).
+MODULE = "retrain_assets.gpu.slurm.train_job"
+ATTEMPT_ENV = "RETRAIN_SLURM_ATTEMPT"
 
 
 class BadRunKey(ValueError):

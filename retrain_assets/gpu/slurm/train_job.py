@@ -19,10 +19,8 @@ from pathlib import Path
 from retrain_assets.gpu.service.faults import FaultPlan
 from retrain_assets.gpu.service.schemas import TrainingSpec
 from retrain_assets.gpu.service.trainer import TrainingHooks, checkpoint_file, train
-from retrain_assets.gpu.slurm.job_files import JobFiles, write_json
+from retrain_assets.gpu.slurm.job_files import ATTEMPT_ENV, MODULE, JobFiles, write_json
 
-MODULE = "retrain_assets.gpu.slurm.train_job"
-ATTEMPT_ENV = "RETRAIN_SLURM_ATTEMPT"
 _CHECKPOINT = re.compile(r"round-(\d{6})\.txt")
 
 
