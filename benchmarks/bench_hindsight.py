@@ -771,8 +771,8 @@ def main(argv: list[str] | None = None) -> int:
         choices=["margin", "evidence"],
         default="margin",
         help="margin: models/gate.py's judge_candidate (one holdout, RETRAIN_GATE_MARGIN); "
-        "evidence: models/gate_evidence.py (windows, paired bootstrap, store guard; "
-        "RETRAIN_GATE_* settings, the export's holdout as long as the windows)",
+        "evidence: models/gate_evidence.py (windows weighted by recency, paired bootstrap, "
+        "store guard; RETRAIN_GATE_* settings, the export's holdout as long as the windows)",
     )
     parser.add_argument(
         "--refit",

@@ -270,6 +270,12 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("RETRAIN_GATE_RESAMPLES", "bootstrap resamples of the evidence gate", "`2000`"),
     Setting(
+        "RETRAIN_GATE_HALF_LIFE",
+        "the evidence gate weighs its windows by recency: a window's weight halves every this "
+        "many windows back from the newest (`0`: every window weighs the same)",
+        "`1`",
+    ),
+    Setting(
         "RETRAIN_INTERVAL_LEVELS",
         "prediction-interval levels (percentages in (0, 100), comma-separated) the trainer "
         "computes and the prediction service answers (`lower_80`, `upper_80`, ...); `none`: "

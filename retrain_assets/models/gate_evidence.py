@@ -7,8 +7,10 @@ judges the same rows for both sides and says how sure it is:
 - the holdout's newest `windows` windows of `window_days` days (rolling origins of the
   export's holdout; the candidate never trained on any of them), each judged by the one
   evidence rule (`features/evidence.py`);
-- the relative change of WAPE, (candidate's absolute error - reference's) / reference's, with
-  a paired bootstrap interval (`scipy.stats.bootstrap`, paired, BCa) over store-days: a
+- the relative change of WAPE, (candidate's absolute error - reference's) / reference's, each
+  window weighted by its recency (`half_life` windows: the newest counts most, since the
+  weeks after the decision are more like it than like the oldest), with a paired bootstrap
+  interval (`scipy.stats.bootstrap`, paired, BCa) over store-days: a
   store's day is one unit, both sides resampled together, so a day that was hard for both
   moves neither;
 - a per-store guard: how many stores got worse by more than `store_tolerance`, and by how much;
@@ -19,7 +21,8 @@ Rules, in order: not enough evidence (a window short of rows, fewer than two sto
 resample) fails, and so do forecasts that cannot be scored; more than `max_worse_stores` of
 the stores worse by more than `store_tolerance` fails; otherwise the candidate passes when the
 interval's upper bound is at most `tolerance` (it is not worse by more than that, at the
-interval's confidence) and its pooled change is below 0 (it is better on these rows).
+interval's confidence) and its weighted change is below 0 (it is better on these rows, the
+newest weeks counting most). The store guard and the WAPEs shown are unweighted.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ TOLERANCE = "RETRAIN_GATE_TOLERANCE"
 STORE_TOLERANCE = "RETRAIN_GATE_STORE_TOLERANCE"
 MAX_WORSE_STORES = "RETRAIN_GATE_MAX_WORSE_STORES"
 RESAMPLES = "RETRAIN_GATE_RESAMPLES"
+HALF_LIFE = "RETRAIN_GATE_HALF_LIFE"
 
 Metadata = dict[str, float | int | str]
 
@@ -60,6 +64,7 @@ class GateRules:
     store_tolerance: float = 0.10
     max_worse_stores: float = 0.5
     resamples: int = 2000
+    half_life: float = 1.0  # windows; 0: every window weighs the same
 
     @classmethod
     def from_settings(cls) -> GateRules:
@@ -77,12 +82,24 @@ class GateRules:
             store_tolerance=_number(STORE_TOLERANCE, d.store_tolerance, 0.0, 10.0, float),
             max_worse_stores=_number(MAX_WORSE_STORES, d.max_worse_stores, 0.0, 1.0, float),
             resamples=int(_number(RESAMPLES, d.resamples, 100, 100_000, int)),
+            half_life=_number(HALF_LIFE, d.half_life, 0.0, 52.0, float),
         )
 
     @property
     def holdout_days(self) -> int:
         """Return the days of holdout the windows need."""
         return self.windows * self.window_days
+
+    def window_weights(self, windows: int) -> list[float]:
+        """Return each window's weight, oldest first: halved every `half_life` windows back.
+
+        The decision is about the weeks after the holdout; a regime that ended (a festival, a
+        price cut) should count less than the week just before the decision, without
+        discarding the older weeks' evidence. 0: equal weights.
+        """
+        if self.half_life <= 0:
+            return [1.0] * windows
+        return [0.5 ** ((windows - 1 - k) / self.half_life) for k in range(windows)]
 
 
 def _number(
@@ -145,7 +162,8 @@ def judge_with_evidence(
     days, stores = days[inside], stores[inside]
     per_window = _per_window(windows, days, actual, candidate, reference)
     guard = _store_guard(stores, actual, candidate, reference, rules)
-    units = _units(days, stores, actual, candidate, reference)
+    weights = rules.window_weights(len(windows))
+    units = _units(days, stores, actual, candidate, reference, _day_weights(windows, weights))
     n_stores = len(set(stores))
     shown: Metadata = {
         **base,
@@ -154,6 +172,8 @@ def judge_with_evidence(
         "window_days": rules.window_days,
         "rows_scored": len(actual),
         "store_days": len(units),
+        "window_weights": ", ".join(f"{w:.3g}" for w in weights),
+        "half_life_windows": rules.half_life,
         "stores_worse": f"{guard[0]} of {n_stores} by more than {rules.store_tolerance:.0%}",
         "store_changes": guard[1],
     }
@@ -180,8 +200,13 @@ def judge_with_evidence(
         "confidence": rules.confidence,
         "tolerance": rules.tolerance,
     }
+    weighted = (
+        ""
+        if len(set(weights)) == 1
+        else f"recency-weighted (half-life {rules.half_life:g} window(s)) "
+    )
     interval = (
-        f"WAPE {candidate_wape:.4f} vs {reference_label} {reference_wape:.4f}, change "
+        f"WAPE {candidate_wape:.4f} vs {reference_label} {reference_wape:.4f}, {weighted}change "
         f"{change:+.1%} ({rules.confidence:.0%} interval {low:+.1%} .. {high:+.1%}, paired "
         f"bootstrap over {len(units)} store-days, {len(actual)} rows, {len(windows)} "
         f"window(s) of {rules.window_days} days)"
@@ -301,20 +326,30 @@ def _store_guard(
     return worse, listed
 
 
+def _day_weights(windows: list[list[dt.date]], weights: list[float]) -> dict[dt.date, float]:
+    return {day: w for window, w in zip(windows, weights, strict=True) for day in window}
+
+
 def _units(
     days: np.ndarray,
     stores: np.ndarray,
     actual: np.ndarray,
     candidate: np.ndarray,
     reference: np.ndarray,
+    day_weights: dict[dt.date, float],
 ) -> np.ndarray:
-    """Return one row per store-day: [candidate's absolute error, reference's] summed."""
+    """Return one row per store-day: [candidate's absolute error, reference's] summed, weighted.
+
+    Both sides of a store-day get its window's weight, so the pair stays a pair and the
+    bootstrap's statistic is the weighted WAPE change.
+    """
+    weight = np.asarray([day_weights[d] for d in days], dtype=float)
     frame = pd.DataFrame(
         {
             "day": days,
             "store": stores,
-            "c": np.abs(actual - candidate),
-            "r": np.abs(actual - reference),
+            "c": np.abs(actual - candidate) * weight,
+            "r": np.abs(actual - reference) * weight,
         }
     )
     return frame.groupby(["store", "day"], sort=True)[["c", "r"]].sum().to_numpy(dtype=float)

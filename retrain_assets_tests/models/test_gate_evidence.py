@@ -206,3 +206,45 @@ def test_a_reference_without_error_in_most_store_days_gives_no_interval_and_no_p
         "not enough evidence: no bootstrap interval over 21 store-days (the reference's "
         "absolute error sums to 0 in some resamples)"
     )
+
+
+def regime_that_ended() -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
+    """Four weeks: the candidate far better in the three older ones, far worse in the newest.
+
+    What a candidate trained on a festival (or a price cut) looks like once it is over.
+    """
+    frame = holdout(days=28)
+    newest = (frame["date"] > pd.Timestamp(LAST - dt.timedelta(days=7))).to_numpy()
+    candidate, reference = noisy(frame, 1, 2), noisy(frame, 5, 3)
+    candidate[newest], reference[newest] = noisy(frame, 8, 4)[newest], noisy(frame, 2, 5)[newest]
+    return frame, candidate, reference
+
+
+def test_the_newest_window_weighs_most_so_a_regime_that_ended_does_not_pass():
+    frame, candidate, reference = regime_that_ended()
+    equal = judge(frame, candidate, reference, windows=4, half_life=0.0)
+    assert equal.passed and equal.rule == "interval"  # pooled, the old weeks outvote the newest
+    assert equal.metadata["window_weights"] == "1, 1, 1, 1"
+    assert "recency-weighted" not in equal.reason
+    recent = judge(frame, candidate, reference, windows=4)  # the default: half-life 1 window
+    assert not recent.passed and recent.rule == "interval"
+    assert recent.metadata["window_weights"] == "0.125, 0.25, 0.5, 1"
+    assert float(recent.metadata["wape_change"]) > 0 > float(equal.metadata["wape_change"])
+    assert (
+        recent.reason.startswith("interval: not better on these rows: WAPE ")
+        and "recency-weighted (half-life 1 window(s)) change +" in recent.reason
+    )
+    # the pooled WAPEs stay unweighted: the weights change the verdict's change, not the scores
+    assert recent.candidate_wape == equal.candidate_wape
+
+
+def test_recency_weights_halve_every_half_life_and_the_setting_is_checked(monkeypatch):
+    assert GateRules(half_life=1.0).window_weights(3) == [0.25, 0.5, 1.0]
+    assert GateRules(half_life=2.0).window_weights(3) == pytest.approx([0.5, 0.5**0.5, 1.0])
+    assert GateRules(half_life=0.0).window_weights(2) == [1.0, 1.0]
+    assert GateRules().window_weights(1) == [1.0]  # one window: nothing to weigh
+    monkeypatch.setenv("RETRAIN_GATE_HALF_LIFE", "-1")
+    with pytest.raises(ValueError, match=r"RETRAIN_GATE_HALF_LIFE = -1.0 is outside \[0, 52\]"):
+        GateRules.from_settings()
+    monkeypatch.setenv("RETRAIN_GATE_HALF_LIFE", "2")
+    assert GateRules.from_settings().half_life == 2.0
