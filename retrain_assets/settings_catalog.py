@@ -69,6 +69,13 @@ SETTINGS: tuple[Setting, ...] = (
         "`$RETRAIN_HOME/logs/compute`",
     ),
     Setting(
+        "RETRAIN_RUN_WORKERS",
+        "how the code server starts each Dagster run: `forkserver` (a fork of a process with "
+        "the code location loaded) or `spawn` (Dagster's own: a fresh interpreter per run; "
+        "runtime/run_workers.py)",
+        "`forkserver`",
+    ),
+    Setting(
         "RETRAIN_APP_PG_URL",
         "the project's own tables; `up` sets it for its processes",
         "`<prefix>app` on the server",

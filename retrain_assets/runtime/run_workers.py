@@ -1,0 +1,70 @@
+"""Dagster run workers forked from a process that has the code location loaded.
+
+Dagster's code server starts each run as a `multiprocessing` process with the "spawn" method:
+a fresh interpreter that imports Dagster and `retrain_assets.definitions` again, about 2 s of
+CPU per run on a 2-core machine before the run's first step (the import alone; measured in
+docs/decisions.md). The platform launches a run per customer per hand-off step, so on a
+loaded host that import is most of what a run costs. With "forkserver" and the code location
+preloaded, the server process imports it once and every run is a fork of it.
+
+Dagster itself does this for the multiprocess executor's steps (`start_method: forkserver`,
+`preload_modules`), not for the code server's runs: the server picks "spawn" in its
+constructor. `install_run_workers` overrides that choice on the server class, in the code
+server process only (where the code location is imported). RETRAIN_RUN_WORKERS=spawn keeps
+Dagster's own behaviour.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sys
+from multiprocessing.context import BaseContext
+
+SETTING = "RETRAIN_RUN_WORKERS"
+START_METHODS = ("forkserver", "spawn")
+PRELOAD = ("retrain_assets.definitions",)
+_SERVER_MODULE = "dagster._grpc.server"
+
+
+class InvalidRunWorkers(ValueError):
+    """RETRAIN_RUN_WORKERS names no start method this module knows."""
+
+
+def run_start_method() -> str:
+    """Return how run workers start: RETRAIN_RUN_WORKERS, "forkserver" by default.
+
+    Raises:
+        InvalidRunWorkers: the setting is neither "forkserver" nor "spawn".
+    """
+    method = os.environ.get(SETTING, "forkserver").strip().lower() or "forkserver"
+    if method not in START_METHODS:
+        raise InvalidRunWorkers(f"{SETTING}={method!r}: expected one of {', '.join(START_METHODS)}")
+    return method
+
+
+def run_worker_context(method: str) -> BaseContext:
+    """Return the multiprocessing context run workers start from, preloaded for forkserver."""
+    context = multiprocessing.get_context(method)
+    if method == "forkserver":
+        context.set_forkserver_preload(list(PRELOAD))
+    return context
+
+
+def install_run_workers() -> bool:
+    """Make this process's Dagster code server start runs with `run_start_method()`.
+
+    Only where Dagster's server module is already loaded (the code server imports it before
+    the code location); elsewhere, and with "spawn", nothing changes. Returns whether the
+    server class now starts runs from the forkserver.
+    """
+    method = run_start_method()
+    server_module = sys.modules.get(_SERVER_MODULE)
+    if method == "spawn" or server_module is None:
+        return False
+    server_class = server_module.DagsterApiServer
+    context = run_worker_context(method)
+    # The constructor assigns `self._mp_ctx`; a data descriptor on the class wins over the
+    # instance attribute, so the assignment is ignored and every start uses this context.
+    server_class._mp_ctx = property(lambda _server: context, lambda _server, _value: None)
+    return True

@@ -1,0 +1,66 @@
+"""Dagster runs start as forks of a process with the code location loaded (runtime/run_workers).
+
+The code server's own start method is replaced on its class, in the code server process only;
+these tests check the replacement still reaches what Dagster's server starts runs with, and
+that a worker started from the context Dagster now gets has the code location loaded already.
+"""
+
+import inspect
+import subprocess
+import sys
+
+import dagster._grpc.server
+import pytest
+
+from retrain_assets.runtime.run_workers import InvalidRunWorkers, run_start_method
+
+IN_A_CODE_SERVER = """
+import os, sys
+
+
+def probe(queue):
+    queue.put((os.getppid(), "retrain_assets.definitions" in sys.modules))
+
+
+if __name__ == "__main__":
+    import dagster._grpc.server as server
+    import retrain_assets.definitions  # what the code server loads; installs the run workers
+
+    context = server.DagsterApiServer.__dict__["_mp_ctx"].fget(None)
+    queue = context.Queue()
+    worker = context.Process(target=probe, args=(queue,))
+    worker.start()
+    parent, preloaded = queue.get(timeout=60)
+    worker.join()
+    print(context.get_start_method(), parent != os.getpid(), preloaded)
+"""
+
+
+def test_dagster_s_server_still_starts_runs_with_the_context_we_replace() -> None:
+    source = inspect.getsource(dagster._grpc.server.DagsterApiServer)
+    assert 'self._mp_ctx = multiprocessing.get_context("spawn")' in source
+    assert "self._mp_ctx.Process(" in source
+
+
+def test_a_run_worker_is_a_fork_of_a_server_with_the_code_location_loaded(tmp_path) -> None:
+    script = tmp_path / "server.py"
+    script.write_text(IN_A_CODE_SERVER)
+    printed = subprocess.run(
+        [sys.executable, "-W", "ignore", str(script)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+    ).stdout.split()
+    # the forkserver is the worker's parent (not the server), and the import was done there
+    assert printed == ["forkserver", "True", "True"]
+
+
+def test_the_setting_picks_the_start_method_and_names_a_bad_value(monkeypatch) -> None:
+    monkeypatch.delenv("RETRAIN_RUN_WORKERS", raising=False)
+    assert run_start_method() == "forkserver"
+    monkeypatch.setenv("RETRAIN_RUN_WORKERS", "Spawn")
+    assert run_start_method() == "spawn"
+    monkeypatch.setenv("RETRAIN_RUN_WORKERS", "fork")
+    with pytest.raises(InvalidRunWorkers, match="RETRAIN_RUN_WORKERS='fork': expected one of"):
+        run_start_method()
