@@ -49,6 +49,9 @@ from retrain_assets_tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.system
 SLOW = {"faults": {"slow_seconds_per_round": 0.5, "on_attempts": [1]}}  # 40 rounds: ~20 s
+# ~50 s: the training slurmd's death leaves running must not end in the ~25 s before the
+# requeue; the requeued job is the same attempt, so it crawls too
+CRAWL = {"faults": {"slow_seconds_per_round": 1.2, "on_attempts": [1]}}
 
 
 def new_key() -> str:
@@ -308,3 +311,78 @@ def test_a_job_that_hits_its_time_limit_times_out_and_the_resubmission_resumes(
     assert done.status is JobStatus.SUCCEEDED, done.error
     result = json.loads(JobFiles.of(slurm.storage, key).result.read_text())
     assert result["resumed_from_round"] >= 10
+
+
+def test_slurmctld_killed_during_poll_job_is_an_outage_and_the_restarted_one_knows_the_job(
+    slurm_world: dg.DagsterInstance, app_db: str, slurm_cluster: SlurmCluster
+) -> None:
+    """slurmctld restarts from its state folder, so the job it ran before its death goes on.
+
+    The kill waits until the state folder holds the job as running: a job submitted in the
+    last seconds before a crash can be lost (the backend then judges it by its folder).
+    """
+    instance = slurm_world
+    submitted = materialize(instance, [training_job], train_config(**SLOW))
+    meta = submitted.asset_materializations_for_node("training_job")[0].metadata
+    key, job_id = str(meta["run_key"].value), str(meta["job_id"].value)
+    slurm_id = int(job_id.split(":")[0])
+    backend = slurm_backend()
+    wait_for(backend, job_id, lambda j: (j.last_checkpoint_round or 0) >= 10, 90, "a checkpoint")
+    started = int(backend.rest.job(slurm_id)["start_time"])
+    saved = slurm_cluster.paths.state_dir / "job_state"
+    wait_until(lambda: saved.stat().st_mtime >= started, 30, "slurmctld saving the running job")
+    slurm_cluster.kill_daemon("slurmctld")
+    try:
+        tick(instance)  # slurmrestd answers "slurmctld down": an outage, recorded once
+        found = pointer(app_db, "training", CUSTOMER)
+        assert found is not None and found.state == "POLL_JOB"
+        assert "training service unreachable since" in (found.last_error or "")
+    finally:
+        slurm_cluster.start_daemon("slurmctld")
+    request = poll_until_requested(instance, seconds=120)  # the job trained on meanwhile
+    notes = [row.note or "" for row in history(app_db, "training", CUSTOMER, key)]
+    assert any("training service reachable again" in note for note in notes), notes
+    materialize(instance, [model_candidate], dict(request.run_config))
+    assert CandidateTable(app_db, storage_root()).count_for(key) == 1
+    assert slurm_jobs_of(backend, key) == [slurm_id]  # the restarted controller, no second job
+    backend.close()
+
+
+def test_slurmd_killed_mid_training_the_job_is_requeued_and_resumes_its_checkpoint(
+    slurm: SlurmBackend, slurm_cluster: SlurmCluster, dataset: Path, baseline_sha256: str
+) -> None:
+    """A silent slurmd's node goes DOWN; Slurm requeues the job (--requeue), never NODE_FAIL.
+
+    The training outlives slurmd (slurmstepd runs in a session of its own) until slurmd comes
+    back and slurmctld has it killed, before the requeued job may start (`cred_expire` later):
+    one training at a time, under one Slurm job id all along.
+    """
+    key = new_key()
+    job = slurm.submit(key, training_spec(dataset, **CRAWL))
+    slurm_id = int(job.id.split(":")[0])
+    wait_for(slurm, job.id, lambda j: (j.last_checkpoint_round or 0) >= 10, 90, "a checkpoint")
+    slurm_cluster.kill_daemon("slurmd")
+    try:
+        requeued = wait_for(
+            slurm, job.id, lambda j: j.status is not JobStatus.RUNNING, 60, "the node's failure"
+        )
+        assert requeued.status is JobStatus.QUEUED, requeued.error  # requeued, not failed
+        assert "requeued 1 time(s)" in (requeued.detail or ""), requeued.detail
+        node = subprocess.run(
+            ["sinfo", "--noheader", "--format=%T"],
+            env=slurm_cluster.env(),
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=30,
+        )
+        assert node.stdout.strip().startswith("down"), node.stdout
+    finally:
+        slurm_cluster.start_daemon("slurmd")
+    done = wait_for(slurm, job.id, lambda j: j.status.finished, 120, "the requeued job")
+    assert done.status is JobStatus.SUCCEEDED, done.error
+    result = json.loads(JobFiles.of(slurm.storage, key).result.read_text())
+    assert result["job_id"] == str(slurm_id)
+    assert result["resumed_from_round"] >= 10  # the checkpoint, not round 0
+    assert result["sha256"] == baseline_sha256  # and the same model as an uninterrupted run
+    assert done.attempt == 1 and slurm_jobs_of(slurm, key) == [slurm_id]  # no resubmission
