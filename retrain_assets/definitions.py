@@ -35,7 +35,7 @@ from retrain_assets.models.resources import GpuServiceResource
 from retrain_assets.models.training_job_asset import training_job
 from retrain_assets.policy.approval import approve_drift_retraining
 from retrain_assets.registry.resource import MlflowRegistryResource
-from retrain_assets.runtime.run_workers import install_run_workers
+from retrain_assets.run_workers import install_run_workers
 from retrain_assets.store.resource import ProjectDatabase
 
 FEATURES_JOB = "features_job"
@@ -117,5 +117,5 @@ def build_definitions() -> dg.Definitions:
 
 
 defs = build_definitions()
-# In the code server: each run a fork of a process with this module loaded (runtime/run_workers)
+# In the code server: each run a fork of a process with this module loaded (run_workers.py)
 install_run_workers()

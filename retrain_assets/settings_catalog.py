@@ -72,7 +72,7 @@ SETTINGS: tuple[Setting, ...] = (
         "RETRAIN_RUN_WORKERS",
         "how the code server starts each Dagster run: `forkserver` (a fork of a process with "
         "the code location loaded) or `spawn` (Dagster's own: a fresh interpreter per run; "
-        "runtime/run_workers.py)",
+        "run_workers.py)",
         "`forkserver`",
     ),
     Setting(

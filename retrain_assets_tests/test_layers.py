@@ -23,6 +23,7 @@ LAYERS: list[set[str]] = [
         "settings_catalog",
         "server_process",
         "prediction_intervals",
+        "run_workers",
     },
     {"customers", "landing"},
     {"store", "registry"},

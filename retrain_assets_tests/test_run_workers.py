@@ -1,4 +1,4 @@
-"""Dagster runs start as forks of a process with the code location loaded (runtime/run_workers).
+"""Dagster runs start as forks of a process with the code location loaded (run_workers).
 
 The code server's own start method is replaced on its class, in the code server process only;
 these tests check the replacement still reaches what Dagster's server starts runs with, and
@@ -12,7 +12,7 @@ import sys
 import dagster._grpc.server
 import pytest
 
-from retrain_assets.runtime.run_workers import InvalidRunWorkers, run_start_method
+from retrain_assets.run_workers import InvalidRunWorkers, run_start_method
 
 IN_A_CODE_SERVER = """
 import os, sys
