@@ -91,7 +91,10 @@ def test_a_killed_daemon_resumes_the_wait_and_fetches_exactly_one_candidate(
                             "last_day": "2025-02-14",
                             "num_boost_round": 40,
                             "checkpoint_every": 10,
-                            "faults": {"slow_seconds_per_round": 0.3, "on_attempts": [1]},
+                            # 80 s of training: the daemon starts after the submit, and on
+                            # a loaded machine (4 test workers, load 15) its first poll came
+                            # after a 12 s job had finished, past the POLL_JOB to kill it in
+                            "faults": {"slow_seconds_per_round": 2.0, "on_attempts": [1]},
                         }
                     }
                 }
@@ -120,7 +123,7 @@ def test_a_killed_daemon_resumes_the_wait_and_fetches_exactly_one_candidate(
                 daemon = start_daemon(log)
                 wait_for(
                     lambda: pointer(db, "training", CUSTOMER).state == "DONE",
-                    180,
+                    300,
                     "the candidate fetched by a daemon-launched run",
                     log,
                 )
