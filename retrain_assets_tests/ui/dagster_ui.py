@@ -7,6 +7,7 @@ reading the pages' DOM; they are kept here, one place to update when Dagster's U
 from __future__ import annotations
 
 import re
+import time
 
 from playwright.sync_api import Locator
 
@@ -62,10 +63,26 @@ def open_job_launchpad(journey: Journey, job: str) -> None:
 def launch_from_launchpad(journey: Journey, partition: str) -> str:
     """Choose `partition` in the open launchpad, click "Launch Run"; return the run's id."""
     page = journey.page
-    page.get_by_placeholder("Partition").click()
-    page.keyboard.type(partition)
+    box = page.get_by_placeholder("Partition")
     option = page.get_by_role("menuitem").filter(has=page.get_by_text(partition, exact=True))
-    journey.wait_visible(option, PAGE_SECONDS, f"{partition} offered").click()
+    typed_at = [0.0]
+
+    def offered() -> bool:
+        # Under load the launchpad re-renders once its partitions and config have loaded, and
+        # what was typed before can vanish (seen in CI: an empty box, nothing offered for
+        # 240 s). Type again whenever the box no longer holds the name, or nothing showed
+        # for 10 s (the drop-down closed).
+        if option.first.is_visible():
+            return True
+        if box.input_value() != partition or time.monotonic() - typed_at[0] > 10:
+            box.click()
+            box.press("Control+a")
+            page.keyboard.type(partition)
+            typed_at[0] = time.monotonic()
+        return option.first.is_visible()
+
+    journey.wait_for(offered, PAGE_SECONDS, f"{partition} offered")
+    option.first.click()
     launch = page.get_by_role("button", name="Launch Run")
     journey.wait_for(launch.is_enabled, PAGE_SECONDS, "Launch Run enabled (the config loaded)")
     journey.shot(f"{partition} chosen in the launchpad")
