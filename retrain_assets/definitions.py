@@ -117,5 +117,6 @@ def build_definitions() -> dg.Definitions:
 
 
 defs = build_definitions()
-# In the code server: each run a fork of a process with this module loaded (run_workers.py)
+# In the code server, with RETRAIN_RUN_WORKERS=forkserver: each run a fork of a process with
+# this module loaded (run_workers.py)
 install_run_workers()

@@ -7,11 +7,15 @@ docs/decisions.md). The platform launches a run per customer per hand-off step, 
 loaded host that import is most of what a run costs. With "forkserver" and the code location
 preloaded, the server process imports it once and every run is a fork of it.
 
+Opt-in (RETRAIN_RUN_WORKERS=forkserver): the first run a code server starts waits for the
+forkserver to finish importing the code location inside Dagster's StartRun call, whose
+deadline is 60 s, and on a machine at load 10-15 that call timed out and failed the run
+(docs/decisions.md). Spawn returns from that call at once.
+
 Dagster itself does this for the multiprocess executor's steps (`start_method: forkserver`,
 `preload_modules`), not for the code server's runs: the server picks "spawn" in its
 constructor. `install_run_workers` overrides that choice on the server class, in the code
-server process only (where the code location is imported). RETRAIN_RUN_WORKERS=spawn keeps
-Dagster's own behaviour.
+server process only (where the code location is imported).
 """
 
 from __future__ import annotations
@@ -32,12 +36,12 @@ class InvalidRunWorkers(ValueError):
 
 
 def run_start_method() -> str:
-    """Return how run workers start: RETRAIN_RUN_WORKERS, "forkserver" by default.
+    """Return how run workers start: RETRAIN_RUN_WORKERS, "spawn" (Dagster's own) by default.
 
     Raises:
         InvalidRunWorkers: the setting is neither "forkserver" nor "spawn".
     """
-    method = os.environ.get(SETTING, "forkserver").strip().lower() or "forkserver"
+    method = os.environ.get(SETTING, "spawn").strip().lower() or "spawn"
     if method not in START_METHODS:
         raise InvalidRunWorkers(f"{SETTING}={method!r}: expected one of {', '.join(START_METHODS)}")
     return method

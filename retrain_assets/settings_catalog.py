@@ -70,10 +70,10 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "RETRAIN_RUN_WORKERS",
-        "how the code server starts each Dagster run: `forkserver` (a fork of a process with "
-        "the code location loaded) or `spawn` (Dagster's own: a fresh interpreter per run; "
-        "run_workers.py)",
-        "`forkserver`",
+        "how the code server starts each Dagster run: `spawn` (Dagster's own: a fresh "
+        "interpreter per run) or `forkserver` (a fork of a process with the code location "
+        "loaded: less CPU per run, but the first run waits for that load; run_workers.py)",
+        "`spawn`",
     ),
     Setting(
         "RETRAIN_APP_PG_URL",

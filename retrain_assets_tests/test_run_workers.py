@@ -6,6 +6,7 @@ that a worker started from the context Dagster now gets has the code location lo
 """
 
 import inspect
+import os
 import subprocess
 import sys
 
@@ -47,6 +48,7 @@ def test_a_run_worker_is_a_fork_of_a_server_with_the_code_location_loaded(tmp_pa
     script.write_text(IN_A_CODE_SERVER)
     printed = subprocess.run(
         [sys.executable, "-W", "ignore", str(script)],
+        env={**os.environ, "RETRAIN_RUN_WORKERS": "forkserver"},
         capture_output=True,
         text=True,
         check=True,
@@ -58,9 +60,9 @@ def test_a_run_worker_is_a_fork_of_a_server_with_the_code_location_loaded(tmp_pa
 
 def test_the_setting_picks_the_start_method_and_names_a_bad_value(monkeypatch) -> None:
     monkeypatch.delenv("RETRAIN_RUN_WORKERS", raising=False)
-    assert run_start_method() == "forkserver"
-    monkeypatch.setenv("RETRAIN_RUN_WORKERS", "Spawn")
     assert run_start_method() == "spawn"
+    monkeypatch.setenv("RETRAIN_RUN_WORKERS", "ForkServer")
+    assert run_start_method() == "forkserver"
     monkeypatch.setenv("RETRAIN_RUN_WORKERS", "fork")
     with pytest.raises(InvalidRunWorkers, match="RETRAIN_RUN_WORKERS='fork': expected one of"):
         run_start_method()
