@@ -9,7 +9,7 @@ import datetime as dt
 
 import pandas as pd
 
-from retrain_assets.demo.simulate import simulate_day
+from retrain_assets.demo.simulate import simulated_sales
 from retrain_assets.demo.tenants import DEFAULT_START, TenantSpec
 from retrain_assets.features.feature_math import store_day_features
 
@@ -17,13 +17,5 @@ from retrain_assets.features.feature_math import store_day_features
 def tenant_features(spec: TenantSpec, last: dt.date) -> pd.DataFrame:
     """Return the tenant's `store_day_features` rows from the first history day to `last`."""
     days = [DEFAULT_START + dt.timedelta(days=i) for i in range((last - DEFAULT_START).days + 1)]
-    frames = []
-    for day in days:
-        sales = simulate_day(spec, day)
-        sales.insert(0, "customer", spec.name)
-        frames.append(sales)
-    sales = pd.concat(frames, ignore_index=True).astype(
-        {"date": "datetime64[ns]", "on_promo": bool, "store_id": str, "item_id": str}
-    )
-    features = store_day_features(sales, days, {spec.name: spec.country})
+    features = store_day_features(simulated_sales(spec, days), days, {spec.name: spec.country})
     return features.astype({"is_holiday": "int8", "on_promo": "int8"})  # as exported

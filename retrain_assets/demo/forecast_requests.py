@@ -17,11 +17,10 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-import pandas as pd
 import requests
 
 from retrain_assets.demo.clock import BeforeLanding
-from retrain_assets.demo.simulate import simulate_day
+from retrain_assets.demo.simulate import simulate_day, simulated_sales
 from retrain_assets.demo.tenants import TenantSpec
 from retrain_assets.features.feature_math import LAGS, store_day_features
 from retrain_assets.features.training_export import MODEL_FEATURES
@@ -51,14 +50,7 @@ def key_rows(spec: TenantSpec, day: dt.date) -> list[dict[str, Any]]:
 def request_rows(spec: TenantSpec, day: dt.date) -> list[dict[str, Any]]:
     """Return one request row per store and item of `spec` for `day`, features only."""
     history = [day - dt.timedelta(days=back) for back in range(max(LAGS), -1, -1)]
-    frames = []
-    for when in history:
-        frame = simulate_day(spec, when)
-        frame.insert(0, "customer", spec.name)
-        frames.append(frame)
-    sales = pd.concat(frames, ignore_index=True).astype(
-        {"date": "datetime64[ns]", "on_promo": bool, "store_id": str, "item_id": str}
-    )
+    sales = simulated_sales(spec, history)
     features = store_day_features(sales, [day], {spec.name: spec.country})
     rows = []
     for record in features[["store_id", "item_id", *MODEL_FEATURES]].to_dict("records"):

@@ -99,6 +99,22 @@ def simulate_day(spec: TenantSpec, day: dt.date) -> pd.DataFrame:
     )
 
 
+def simulated_sales(spec: TenantSpec, days: list[dt.date]) -> pd.DataFrame:
+    """Return the tenant's sales of `days` as the `sales` asset holds them (customer column, types).
+
+    One place for the offline users of the simulator (the hindsight benchmarks, the demo's
+    forecast requests, the serving tests), so they read the same rows the platform would.
+    """
+    frames = []
+    for day in days:
+        frame = simulate_day(spec, day)
+        frame.insert(0, "customer", spec.name)
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True).astype(
+        {"date": "datetime64[ns]", "on_promo": bool, "store_id": str, "item_id": str}
+    )
+
+
 def landed_days(landing_root: str, customer: str) -> list[dt.date]:
     """Return the days that have a file in a customer's landing folder, oldest first."""
     folder = UPath(landing_root) / customer

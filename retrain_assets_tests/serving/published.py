@@ -6,7 +6,7 @@ import datetime as dt
 
 import pandas as pd
 
-from retrain_assets.demo.simulate import simulate_day
+from retrain_assets.demo import simulate
 from retrain_assets.demo.tenants import TenantSpec
 from retrain_assets.features.parquet_store import ParquetPartitionStore
 from retrain_assets.features.store_day_features_asset import write_feature_days
@@ -21,14 +21,7 @@ def simulated_sales(
     spec: TenantSpec, days: list[dt.date], drop: tuple[str, str] | None = None
 ) -> pd.DataFrame:
     """Return the tenant's sales of `days` as `sales` holds them (`drop`: a series left out)."""
-    frames = []
-    for day in days:
-        frame = simulate_day(spec, day)
-        frame.insert(0, "customer", spec.name)
-        frames.append(frame)
-    sales = pd.concat(frames, ignore_index=True).astype(
-        {"date": "datetime64[ns]", "on_promo": bool, "store_id": str, "item_id": str}
-    )
+    sales = simulate.simulated_sales(spec, days)
     if drop is not None:
         sales = sales[(sales["store_id"] != drop[0]) | (sales["item_id"] != drop[1])]
     return sales.reset_index(drop=True)
