@@ -51,6 +51,14 @@ class EvidenceRules:
         """
         return cls(_count(MIN_TRAIN, 28), _count(MIN_HOLDOUT, 7), _count(MIN_PER_STORE, 1))
 
+    def enough_train(self, rows: int) -> bool:
+        """Return whether a training part of `rows` rows is enough (every caller asks here)."""
+        return rows >= self.min_train_rows
+
+    def enough_holdout(self, rows: int) -> bool:
+        """Return whether a holdout of `rows` rows is enough (every caller asks here)."""
+        return rows >= self.min_holdout_rows
+
 
 def _count(name: str, default: int) -> int:
     text = os.environ.get(name, str(default))
@@ -156,12 +164,12 @@ def judge_window(rows: WindowRows, rules: EvidenceRules) -> Evidence:
             f"{(rows.last_day - rows.first_day).days + 1} day(s), no training days before its "
             f"{(rows.last_day - rows.holdout_start).days + 1}-day holdout"
         )
-    if rows.train_rows < rules.min_train_rows:
+    if not rules.enough_train(rows.train_rows):
         shortfalls.append(
             f"training part {rows.first_day} .. {rows.holdout_start - dt.timedelta(days=1)} has "
             f"{rows.train_rows} rows of {rows.customer} (needs >= {rules.min_train_rows})"
         )
-    if rows.holdout_rows < rules.min_holdout_rows:
+    if not rules.enough_holdout(rows.holdout_rows):
         shortfalls.append(
             f"{holdout} has {rows.holdout_rows} rows of {rows.customer} "
             f"(needs >= {rules.min_holdout_rows})"
@@ -171,7 +179,7 @@ def judge_window(rows: WindowRows, rules: EvidenceRules) -> Evidence:
         for store in sorted(rows.train_by_store)
         if rows.holdout_by_store.get(store, 0) < rules.min_holdout_rows_per_store
     }
-    if short and rows.holdout_rows >= rules.min_holdout_rows:
+    if short and rules.enough_holdout(rows.holdout_rows):
         listed = ", ".join(f"{store}: {n}" for store, n in short.items())
         shortfalls.append(
             f"{holdout} has too few rows for {len(short)} of {len(rows.train_by_store)} "
@@ -242,6 +250,6 @@ def latest_judgeable_window(
         start = last - dt.timedelta(days=holdout_days - 1)
         train = sum(n for day, n in rows_per_day.items() if first <= day < start)
         holdout = sum(n for day, n in rows_per_day.items() if start <= day <= last)
-        if start > first and train >= rules.min_train_rows and holdout >= rules.min_holdout_rows:
+        if start > first and rules.enough_train(train) and rules.enough_holdout(holdout):
             return first, last
     return None

@@ -177,12 +177,9 @@ def judge_with_evidence(
         "stores_worse": f"{guard[0]} of {n_stores} by more than {rules.store_tolerance:.0%}",
         "store_changes": guard[1],
     }
-    if n_stores < MIN_STORES:
-        why = (
-            f"{NOT_ENOUGH}: the holdout has {n_stores} store(s) with rows; a bootstrap over "
-            f"one store's {len(units)} days cannot speak for a customer (needs >= {MIN_STORES})"
-        )
-        return _verdict(False, "evidence", why, shown)
+    few = too_few_stores(n_stores, len(units))
+    if few:
+        return _verdict(False, "evidence", few, shown)
     change = relative_change(units)
     bounds = _interval(units, rules)
     if bounds is None:
@@ -229,6 +226,40 @@ def judge_with_evidence(
             f"{high:+.1%}): {interval}"
         )
     return _verdict(passed, "interval", why, shown)
+
+
+def too_few_stores(n_stores: int, store_days: int) -> str:
+    """Return the shortfall of a holdout with fewer stores than a bootstrap needs ("" if none)."""
+    if n_stores >= MIN_STORES:
+        return ""
+    return (
+        f"{NOT_ENOUGH}: the holdout has {n_stores} store(s) with rows; a bootstrap over "
+        f"one store's {store_days} days cannot speak for a customer (needs >= {MIN_STORES})"
+    )
+
+
+def holdout_shortfall(
+    holdout: pd.DataFrame,
+    rules: GateRules,
+    evidence_rules: EvidenceRules,
+    train_by_store: dict[str, int],
+    customer: str,
+) -> str:
+    """Return why this gate could not judge the holdout's rows, "" when it could.
+
+    The gate's own evidence checks, the ones made before any forecast (each window's rows, the
+    stores a bootstrap needs): `training_job` asks them before a GPU job is spent, so a window
+    this gate would answer "not enough evidence" is refused there, by the same code.
+    `holdout`: rows with `date` and `store_id`.
+    """
+    days = pd.to_datetime(holdout["date"]).dt.date.to_numpy()
+    stores = holdout["store_id"].astype(str).to_numpy()
+    windows, shortfall = _windows(days, stores, rules, evidence_rules, train_by_store, customer)
+    if shortfall:
+        return shortfall
+    inside = np.isin(days, np.asarray([d for w in windows for d in w]))
+    store_days = set(zip(days[inside], stores[inside], strict=True))
+    return too_few_stores(len(set(stores[inside])), len(store_days))
 
 
 def _verdict(passed: bool, rule: str, reason: str, shown: Metadata) -> EvidenceVerdict:

@@ -183,9 +183,9 @@ def _data_stopped(
     """
     holdout = _rows_up_to(days.holdout, customer, rules.min_holdout_rows)
     train = 0
-    if holdout >= rules.min_holdout_rows:
+    if rules.enough_holdout(holdout):
         train = _rows_up_to(days.train, customer, rules.min_train_rows)
-        if train >= rules.min_train_rows:
+        if rules.enough_train(train):
             return None
     holdout = _rows_up_to(days.holdout, customer, 1 << 62)  # the whole count, for the reason
     first, last = days.window.first_day, days.window.last_day

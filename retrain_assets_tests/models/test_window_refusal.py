@@ -92,3 +92,42 @@ def test_a_holdout_with_rows_for_only_one_store_is_refused(model_world):
         "holdout 2025-02-13 .. 2025-02-19 has too few rows for 1 of 2 store(s) (S002: 0; "
         "needs >= 1 each)"
     ) in reason
+
+
+def test_the_evidence_gate_refuses_a_one_store_customer_before_any_gpu_job(
+    model_world, monkeypatch
+):
+    # enough rows for the margin gate, but the evidence gate's bootstrap needs two stores: its
+    # own check answers before a GPU job is spent, not after
+    monkeypatch.setenv("RETRAIN_GATE_RULE", "evidence")
+    spec = TenantSpec("solo-us", "US", stores=1, items=3, seed=5)
+    days = [START + dt.timedelta(days=i) for i in range(DAYS)]
+    land_tenant(str(model_world.home / "landing"), spec, days)
+    model_world.instance.add_dynamic_partitions(CUSTOMERS.name, [spec.name])
+    publish_feature_range(model_world.instance, days[0], days[-1])
+    refusal(model_world, spec.name)
+    _, reason = refused_by_the_machine(model_world, spec.name)
+    assert (
+        "not enough evidence: the evidence gate (RETRAIN_GATE_RULE=evidence) would answer: the "
+        "holdout has 1 store(s) with rows; a bootstrap over one store's 7 days cannot speak for a "
+        "customer (needs >= 2); no window of solo-us can be judged by the evidence gate while its "
+        "rows come from 1 store(s) (needs >= 2)"
+    ) in reason
+
+
+def test_the_evidence_gate_refuses_a_holdout_shorter_than_its_windows(model_world, monkeypatch):
+    # two 7-day windows, the customer's rows stop 3 days before the window ends: the 14-day
+    # holdout holds plenty of rows, but the gate's windows end on its newest day with rows
+    monkeypatch.setenv("RETRAIN_GATE_RULE", "evidence")
+    monkeypatch.setenv("RETRAIN_GATE_WINDOWS", "2")
+    spec = TenantSpec("late-us", "US", stores=2, items=3, seed=6)
+    days = [START + dt.timedelta(days=i) for i in range(DAYS)]
+    land_tenant(str(model_world.home / "landing"), spec, days[:-3])
+    model_world.instance.add_dynamic_partitions(CUSTOMERS.name, [spec.name])
+    publish_feature_range(model_world.instance, days[0], days[-1])
+    refusal(model_world, spec.name)
+    _, reason = refused_by_the_machine(model_world, spec.name)
+    assert (
+        "not enough evidence: the evidence gate (RETRAIN_GATE_RULE=evidence) would answer: the "
+        "holdout 2025-02-06 .. 2025-02-16 is shorter than 2 window(s) of 7 days (from 2025-02-03)"
+    ) in reason
