@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import getpass
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import dagster as dg
@@ -23,7 +24,7 @@ import dagster as dg
 from retrain_assets.machines.handoff import ATTEMPT, TRIES
 from retrain_assets.machines.repoint import check_state, repoint
 from retrain_assets.machines.store import Pointer, pointer
-from retrain_assets.machines.training import JOB_ID, NAME, training_machine
+from retrain_assets.machines.training import EVIDENCE, JOB_ID, NAME, training_machine
 from retrain_assets.models.candidates import CandidateTable
 from retrain_assets.policy.busy import PARTITION_TAG, UNFINISHED
 from retrain_assets.runtime.environment import child_environment, prepare_dagster_home, repo_file
@@ -104,7 +105,8 @@ def retry_training(
     """Re-enter the customer's FAILED training run where it can (from INITIAL).
 
     Raises:
-        OperatorRefused: no training run, a run that is not FAILED, or a run in progress.
+        OperatorRefused: no training run, a run that is not FAILED, a run refused for its
+            window (retried, it is refused again), or a run in progress.
     """
     machine = training_machine()
     before = _current(url, instance, customer)
@@ -112,6 +114,14 @@ def retry_training(
         raise OperatorRefused(
             f"{customer}'s training run {before.run_key} is in {before.state}, not "
             f"{machine.failed}: retry re-enters failed runs only (reset moves any run)"
+        )
+    judged = before.payload.get(EVIDENCE)
+    if isinstance(judged, Mapping) and judged.get("enough") is False:
+        raise OperatorRefused(
+            f"{customer}'s training run {before.run_key} was refused before any GPU job, its "
+            f"window {judged.get('window')} cannot be judged: a retry would refuse it again; "
+            "launch training_job for a window that can be judged (the refusal names the "
+            f"latest): {before.reason}"
         )
     why = f": {reason}" if reason else ""
     note = f"retry by {by}{why} (it had failed: {before.reason})"

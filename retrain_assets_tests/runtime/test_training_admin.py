@@ -73,6 +73,18 @@ def test_retry_re_enters_a_failed_run_where_it_can_a_download_not_a_retrain(worl
         retry_training(db, instance, "acme", "ana")
 
 
+def test_retry_refuses_a_run_refused_for_its_window(world):
+    db, instance = world
+    judged = {"enough": False, "window": "2025-01-01 .. 2025-02-19", "reason": "no rows"}
+    start_training(db, "acme", KEY, SPEC, evidence=judged)
+    advance(db, training_machine(), "acme", training_services(db, GPU, storage_root()))
+    assert pointer(db, "training", "acme").state == "FAILED"
+    with pytest.raises(OperatorRefused, match=r"window 2025-01-01 \.\. 2025-02-19 cannot be"):
+        retry_training(db, instance, "acme", "ana")
+    assert pointer(db, "training", "acme").state == "FAILED"  # not moved
+    assert GPU.calls["submit"] == 0
+
+
 def test_reset_moves_to_a_named_state_and_records_who_and_why(world):
     db, instance = world
     failed_download(db)
