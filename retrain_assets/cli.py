@@ -335,7 +335,8 @@ _DESCRIPTIONS = {
     "(docs/handoff.md).",
     "retry": "Re-enter a customer's FAILED training run where it can: a saved candidate goes to "
     "its gate, a succeeded GPU job is downloaded (not retrained), a running one polled, a failed "
-    "one resubmitted.",
+    "one resubmitted. A run refused before any GPU job because its window cannot be judged is "
+    "not retried (exit 2): launch training_job for a window that can be judged.",
 }
 
 
