@@ -27,6 +27,7 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPBearer
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
 
 from retrain_assets.serving.binary_tensors import HEADER, decode_request, encode_response
 from retrain_assets.serving.guard import RequestGuard, error_body
@@ -60,6 +61,11 @@ _DOCUMENTED_TOKEN = [Depends(HTTPBearer(auto_error=False, description="RETRAIN_S
 OPEN_PATHS = frozenset({"/v2/health/live", "/v2/health/ready", "/openapi.json", "/docs"})
 ROW_BYTES_ALLOWANCE = 1024
 EXTENSIONS = ["binary_tensor_data"]
+UNVERSIONED = (
+    "versioned paths are not served: which version answers a row is the route's (champion "
+    "or canary); call /v2/models/<customer>/infer without a version, its answer's "
+    "model_version names the version that served"
+)
 
 
 def max_body_bytes(max_rows: int) -> int:
@@ -178,6 +184,12 @@ def create_app(
         message = getattr(error, "message", str(error))
         return JSONResponse(error_body(request.url.path, message), status_code=status)
 
+    @app.exception_handler(HTTPException)
+    async def framework_refusal(request: Request, error: HTTPException) -> JSONResponse:
+        """Answer an unknown path or method in the protocol's error shape on /v2 paths."""
+        body = error_body(request.url.path, str(error.detail))
+        return JSONResponse(body, status_code=error.status_code, headers=error.headers)
+
     async def answer(work: Callable[[bytes], dict[str, Any]], request: Request) -> Response:
         raw = await request.body()
         return await run_in_threadpool(lambda: _json(work(raw)))  # off the event loop
@@ -216,6 +228,13 @@ def create_app(
         """Answer 200 when the customer has a champion to serve (404/409 with the reason)."""
         route = predictor.route(customer)
         return {"name": customer, "ready": True, "versions": route.versions()}
+
+    @app.api_route(
+        "/v2/models/{customer}/versions/{rest:path}", methods=["GET", "POST"], tags=["v2"]
+    )
+    def versioned() -> Response:
+        """Refuse a versioned path (404) saying why and what to call instead."""
+        raise ServingError(404, UNVERSIONED)
 
     @app.post(
         "/v2/models/{customer}/infer",

@@ -527,6 +527,8 @@ def triton_inputs(http, columns: dict, binary: bool) -> list:
 
 def test_tritonclient_with_its_defaults_and_with_json(service, boosters, published):
     http = pytest.importorskip("tritonclient.http")
+    from tritonclient.utils import InferenceServerException
+
     _, publication, written = published
     served_versions(service, STEADY, "1")
     latest = day_rows(written, publication.latest)
@@ -575,8 +577,15 @@ def test_tritonclient_with_its_defaults_and_with_json(service, boosters, publish
         result = client.infer(STEADY, triton_inputs(http, features, True), headers=auth())
         as_fp32 = latest[MODEL_FEATURES].astype(np.float32).astype(np.float64)
         assert np.allclose(result.as_numpy("forecast"), boosters[(STEADY, "1")].predict(as_fp32))
+        # a pinned version is refused in the protocol's error shape, which the client reads
+        with pytest.raises(InferenceServerException) as caught:
+            client.infer(STEADY, triton_inputs(http, columns, True), "1", headers=auth())
+        assert caught.value.status() == "404"
+        assert "versioned paths are not served" in caught.value.message()
     finally:
         client.close()
+    unknown = service.call("GET", f"/v2/models/{STEADY}/config")
+    assert unknown.status_code == 404 and unknown.json() == {"error": "Not Found"}
 
 
 def binary_body(header: dict, *tensors: bytes) -> tuple[bytes, int]:
@@ -845,3 +854,59 @@ def test_intervals_on_both_routes_in_binary_and_json_and_an_old_canary_says_why(
     finally:
         client.close()
         served_versions(service, LEVELS, "1")
+
+
+def test_a_new_published_day_moves_the_horizon_and_requests_read_no_files(service, published):
+    """The tables are held in memory (no Parquet read per request) and rebuilt on publication.
+
+    Runs last in the module: it publishes a day, then withdraws it, so the horizon is back.
+    """
+    storage, publication, _ = published
+    served_versions(service, STEADY, "1")
+    furthest = publication.latest + dt.timedelta(days=7)
+
+    def ask(day: dt.date):
+        row = {"store_id": "S001", "item_id": "I0001", "date": day.isoformat()}
+        return service.forecast(STEADY, [row])
+
+    assert ask(furthest).status_code == 200
+    files = Path(storage) / "store_day_features"
+    hidden = files.with_name("hidden")
+    files.rename(hidden)
+    try:  # the published files gone: requests are answered from memory all the same
+        for n in range(1, 8):
+            answer = ask(publication.latest + dt.timedelta(days=n))
+            assert answer.status_code == 200, answer.text
+    finally:
+        hidden.rename(files)
+    later = ask(furthest + dt.timedelta(days=1))
+    assert later.status_code == 422 and f"forecastable date is {furthest}" in later.text
+
+    day = publication.latest + dt.timedelta(days=1)
+    publish(
+        ParquetPartitionStore(storage),
+        KEYED_SPEC,
+        latest=day,
+        days=1,
+        drop=DROPPED,
+        db_url=service.app_db,
+        others=(README_SPEC,),
+    )
+    try:
+        wait_until(
+            lambda: ask(furthest + dt.timedelta(days=1)).status_code == 200,
+            30,
+            "the service to take the newly published day",
+            interval=0.2,
+        )
+        answer = ask(day).json()["predictions"][0]
+        assert answer["defaulted"] == [] and answer["prediction"] is not None  # now published
+    finally:
+        with transaction(service.app_db) as cur:
+            cur.execute("DELETE FROM feature_snapshots WHERE partition_date = %s", (day,))
+    wait_until(
+        lambda: ask(furthest + dt.timedelta(days=1)).status_code == 422,
+        30,
+        "the withdrawn day to be dropped",
+        interval=0.2,
+    )
