@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import pandas as pd
@@ -232,17 +232,25 @@ def newest_day_with_rows(rows_per_day: Mapping[dt.date, int]) -> dt.date | None:
 
 
 def latest_judgeable_window(
-    rows_per_day: Mapping[dt.date, int], length_days: int, holdout_days: int, rules: EvidenceRules
+    rows_per_day: Mapping[dt.date, int],
+    length_days: int,
+    holdout_days: int,
+    rules: EvidenceRules,
+    verify: Callable[[dt.date, dt.date], bool] | None = None,
+    verify_limit: int = 60,
 ) -> tuple[dt.date, dt.date] | None:
     """Return the latest window that could be judged: ending on a day with rows, holding enough.
 
     `rows_per_day` holds every published day (zero for a day without the customer's rows); a
     window is at most `length_days` long and only of published days, as a launch needs.
-    Judged on the customer's row counts per day (`feature_snapshots`), so per-store counts are
-    not checked here; None when no such window exists.
+    Counted on the customer's rows per day (`feature_snapshots`), which know no stores:
+    `verify(first, last)` judges a window that passes the counts on the rows themselves (per
+    store, the gate's own checks), newest first, at most `verify_limit` of them, so the window
+    named is one that would not be refused in turn. None when no such window exists.
     """
     days = sorted(day for day, n in rows_per_day.items() if n > 0)
     one = dt.timedelta(days=1)
+    verified = 0
     for last in reversed(days):
         first = last
         while (last - first).days + 1 < length_days and first - one in rows_per_day:
@@ -250,6 +258,13 @@ def latest_judgeable_window(
         start = last - dt.timedelta(days=holdout_days - 1)
         train = sum(n for day, n in rows_per_day.items() if first <= day < start)
         holdout = sum(n for day, n in rows_per_day.items() if start <= day <= last)
-        if start > first and rules.enough_train(train) and rules.enough_holdout(holdout):
+        if not (start > first and rules.enough_train(train) and rules.enough_holdout(holdout)):
+            continue
+        if verify is None:
+            return first, last
+        if verified == verify_limit:
+            return None
+        verified += 1
+        if verify(first, last):
             return first, last
     return None

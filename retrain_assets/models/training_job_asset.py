@@ -11,24 +11,14 @@ as a recorded transition of the training machine (INITIAL -> FAILED, with the nu
 latest window that could be judged), whoever launched the run; no GPU job, no candidate.
 """
 
-import dataclasses
 import datetime as dt
 
 import dagster as dg
-import pandas as pd
 from pydantic import Field
 
 from retrain_assets.asset_keys import TRAINING_JOB
 from retrain_assets.customers import CUSTOMERS, customer_of
-from retrain_assets.features.evidence import (
-    HOLDOUT_DAYS,
-    NOT_ENOUGH,
-    Evidence,
-    EvidenceRules,
-    count_rows,
-    judge_window,
-    latest_judgeable_window,
-)
+from retrain_assets.features.evidence import HOLDOUT_DAYS
 from retrain_assets.features.feature_math import FEATURE_VERSION
 from retrain_assets.features.parquet_store import PartitionStorage
 from retrain_assets.features.training_export import (
@@ -43,16 +33,14 @@ from retrain_assets.machines.engine import advance
 from retrain_assets.machines.store import latest_notes
 from retrain_assets.machines.table import FAILED
 from retrain_assets.machines.training import JOB_ID, start_training, training_machine
-from retrain_assets.models.gate import GATE_RULE, gate_rule
-from retrain_assets.models.gate_evidence import MIN_STORES, GateRules, holdout_shortfall
+from retrain_assets.models.gate_evidence import GateRules
 from retrain_assets.models.resources import GpuServiceResource, training_services
 from retrain_assets.models.run_key import code_commit, run_key
+from retrain_assets.models.window_judgement import judge_snapshot
 from retrain_assets.policy.run_decision import claim_for_run, manual_decision, policy_window
-from retrain_assets.policy.thresholds import settings_for
 from retrain_assets.prediction_intervals import IntervalRules
 from retrain_assets.store.resource import ProjectDatabase
-from retrain_assets.store.snapshot_ref import SnapshotRef, resolve_snapshot
-from retrain_assets.store.snapshots import latest_snapshots
+from retrain_assets.store.snapshot_ref import resolve_snapshot
 
 
 class WindowRefused(ValueError):
@@ -130,67 +118,6 @@ def _day(text: str | None) -> dt.date | None:
     return dt.date.fromisoformat(text) if text else None
 
 
-def judged_by_the_evidence_gate(
-    evidence: Evidence, frame: pd.DataFrame, rules: EvidenceRules
-) -> Evidence:
-    """Return the evidence gate's own verdict on the window's holdout, before any forecast.
-
-    RETRAIN_GATE_RULE=evidence answers "not enough evidence" for more than a short holdout
-    (one of its several windows short of rows, fewer stores than a bootstrap needs): its own
-    checks (`holdout_shortfall`) refuse such a window here, not after a GPU job was spent.
-    """
-    r = evidence.rows
-    mine = frame[frame["customer"] == r.customer] if "customer" in frame else frame
-    days = pd.to_datetime(mine["date"]).dt.date
-    holdout = mine[(days >= r.holdout_start) & (days <= r.last_day)]
-    why = holdout_shortfall(
-        holdout, GateRules.from_settings(), rules, dict(r.train_by_store), r.customer
-    )
-    if not why:
-        return evidence
-    why = why.removeprefix(f"{NOT_ENOUGH}: ")
-    return Evidence(
-        False, f"{NOT_ENOUGH}: the evidence gate ({GATE_RULE}=evidence) would answer: {why}", r
-    )
-
-
-def judge_snapshot(
-    db_url: str, customer: str, ref: SnapshotRef, frame: pd.DataFrame, holdout_days: int
-) -> Evidence:
-    """Judge the window on the customer's rows; a refusal names the latest judgeable window."""
-    rules = EvidenceRules.from_settings()
-    rows = count_rows(frame, customer, ref.first_day, ref.last_day, holdout_days)
-    evidence = judge_window(rows, rules)
-    by_evidence_gate = gate_rule() == "evidence"
-    if evidence.enough and by_evidence_gate:
-        evidence = judged_by_the_evidence_gate(evidence, frame, rules)
-    if evidence.enough:
-        return evidence
-    stores = len({*rows.train_by_store, *rows.holdout_by_store})
-    if by_evidence_gate and stores < MIN_STORES:  # no later or longer window helps
-        return dataclasses.replace(
-            evidence,
-            reason=f"{evidence.reason}; no window of {customer} can be judged by the evidence "
-            f"gate while its rows come from {stores} store(s) (needs >= {MIN_STORES})",
-        )
-    published = latest_snapshots(db_url)
-    per_day = {day: r.rows_per_customer.get(customer, 0) for day, r in published.items()}
-    # as long as the window asked for, or the policy's window if that is longer (a window
-    # too short to judge asks for a longer one)
-    length = max(
-        (ref.last_day - ref.first_day).days + 1, settings_for(db_url, customer).window_days
-    )
-    found = latest_judgeable_window(per_day, length, holdout_days, rules)
-    if found is None:
-        latest = (
-            f"; no published window of up to {length} days holds enough of "
-            f"{customer}'s rows ({sum(per_day.values())} published in all)"
-        )
-    else:
-        latest = f"; the latest window that could be judged: {found[0]} .. {found[1]}"
-    return dataclasses.replace(evidence, reason=evidence.reason + latest)
-
-
 @dg.asset(
     key=TRAINING_JOB,
     group_name="models",
@@ -226,7 +153,7 @@ def training_job(
     key = run_key(ref.sha_for(customer), FEATURE_VERSION, config.training_config(), code_commit())
     frame = customer_rows(partition_storage.store(), customer, ref)
     holdout_days = config.export_holdout_days()
-    evidence = judge_snapshot(db_url, customer, ref, frame, holdout_days)
+    evidence = judge_snapshot(db_url, partition_storage.store(), customer, ref, frame, holdout_days)
     spec: dict[str, object] = {
         "customer": customer,
         "label": LABEL,

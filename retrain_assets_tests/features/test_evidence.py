@@ -86,6 +86,22 @@ def test_the_latest_judgeable_window_ends_where_the_rows_do():
     assert latest_judgeable_window({D: 3}, 30, 7, RULES) is None
 
 
+def test_the_latest_judgeable_window_is_one_its_rows_judge_too_newest_first():
+    per_day = {D + dt.timedelta(days=i): 8 for i in range(30)}
+    asked = []
+
+    def judgeable(first: dt.date, last: dt.date) -> bool:  # e.g. a store missing lately
+        asked.append(last)
+        return last <= D + dt.timedelta(days=26)
+
+    end = D + dt.timedelta(days=26)
+    assert latest_judgeable_window(per_day, 30, 7, RULES, verify=judgeable) == (D, end)
+    assert asked == [D + dt.timedelta(days=i) for i in (29, 28, 27, 26)]
+    asked.clear()
+    assert latest_judgeable_window(per_day, 30, 7, RULES, judgeable, verify_limit=3) is None
+    assert len(asked) == 3  # the rows are read for a few windows, not for every one
+
+
 def test_the_minimums_are_settings_and_a_bad_one_is_named(monkeypatch):
     monkeypatch.setenv("RETRAIN_EVIDENCE_MIN_HOLDOUT_ROWS", "50")
     assert EvidenceRules.from_settings().min_holdout_rows == 50

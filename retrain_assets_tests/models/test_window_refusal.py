@@ -92,6 +92,8 @@ def test_a_holdout_with_rows_for_only_one_store_is_refused(model_world):
         "holdout 2025-02-13 .. 2025-02-19 has too few rows for 1 of 2 store(s) (S002: 0; "
         "needs >= 1 each)"
     ) in reason
+    # judged on its rows too, not only on its counts per day (which would name the same window)
+    assert reason.endswith("; the latest window that could be judged: 2025-01-01 .. 2025-02-18")
 
 
 def test_the_evidence_gate_refuses_a_one_store_customer_before_any_gpu_job(
