@@ -745,18 +745,22 @@ def test_the_readme_example_works_verbatim_from_a_second_terminal(
     _, publication, _ = published
     version = next(v for (c, v) in boosters if c == README_SPEC.name)
     served_versions(service, README_SPEC.name, version)
-    home = tmp_path / "home"
+    clone = tmp_path / "clone"  # a clone's folder: its venv, and `up`'s default home in it
+    clone.mkdir()
+    (clone / ".venv").symlink_to(README.parent / ".venv")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RETRAIN_", "MLFLOW_"))}
-    env |= {"RETRAIN_SERVE_TOKEN": TOKEN, "RETRAIN_GPU_TOKEN": "gpu", "RETRAIN_HOME": str(home)}
+    env |= {"RETRAIN_SERVE_TOKEN": TOKEN, "RETRAIN_GPU_TOKEN": "gpu"}
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("RETRAIN_HOME", str(home))
-        write_token_files(env)  # what `up` does
-    # a second terminal: no token in its environment, `up`'s home and port
+        patch.delenv("RETRAIN_HOME", raising=False)
+        patch.chdir(clone)
+        write_token_files(env)  # what `make up` run in the clone does
+    assert (clone / ".retrain" / "tokens" / "serve").exists()
+    # a second terminal in the clone: no token, no RETRAIN_HOME; the service on `up`'s port
     del env["RETRAIN_SERVE_TOKEN"], env["RETRAIN_GPU_TOKEN"]
     env |= {"RETRAIN_SERVE_PORT": str(service.port)}
     done = subprocess.run(
         ["bash", "-c", readme_example()],
-        cwd=README.parent,
+        cwd=clone,
         env=env,
         capture_output=True,
         text=True,
