@@ -355,7 +355,8 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "RETRAIN_SERVE_REFRESH_SECONDS",
-        "how often the prediction service reads `serving_routes`",
+        "how often the prediction service reads `serving_routes` (route moves) and "
+        "`feature_snapshots` (a newly published day, for requests by key)",
         "`2`",
     ),
     Setting(
