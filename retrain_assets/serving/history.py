@@ -90,7 +90,6 @@ class CustomerFeatures:
     published: np.ndarray  # per row: a published day's row (its own price and promotion)
     stores: frozenset[str]
     items: frozenset[str]
-    series: frozenset[tuple[str, str]]
     nbytes: int
 
     @property
@@ -129,7 +128,6 @@ def build_features(
     features = frame[MODEL_FEATURES].to_numpy(dtype="float64")
     published = frame["published"].to_numpy(dtype=bool)
     known = history[["store_id", "item_id"]].astype(str)
-    series = frozenset(zip(known["store_id"], known["item_id"], strict=True))
     return CustomerFeatures(
         customer=customer,
         publication=publication,
@@ -138,7 +136,6 @@ def build_features(
         published=published,
         stores=frozenset(known["store_id"]),
         items=frozenset(known["item_id"]),
-        series=series,
         nbytes=_footprint(index, features, published),
     )
 
