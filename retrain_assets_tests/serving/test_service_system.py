@@ -860,6 +860,34 @@ def test_intervals_on_both_routes_in_binary_and_json_and_an_old_canary_says_why(
         served_versions(service, LEVELS, "1")
 
 
+def test_past_the_history_bound_the_least_recent_table_is_dropped_and_rebuilt(
+    module_db, mlflow_uri, boosters, published, tmp_path
+):
+    """RETRAIN_SERVE_MAX_HISTORY_MB below one table: each customer asked evicts the other."""
+    readme_version = next(v for (c, v) in boosters if c == README_SPEC.name)
+    set_route(module_db, STEADY, "1")
+    set_route(module_db, README_SPEC.name, readme_version)
+    process = ServingProcess(
+        module_db,
+        mlflow_uri,
+        tmp_path,
+        extra_env={"RETRAIN_STORAGE_URL": published[0], "RETRAIN_SERVE_MAX_HISTORY_MB": "0.001"},
+    )
+    process.start()
+    try:
+        row = [{"store_id": "S001", "item_id": "I0001"}]
+        for customer in (STEADY, README_SPEC.name, STEADY):
+            answer = process.forecast(customer, row)
+            assert answer.status_code == 200, answer.text
+            assert answer.json()["predictions"][0]["prediction"] is not None
+        lines = process.log().splitlines()
+        dropped = [line for line in lines if "dropped: over the memory bound" in line]
+        assert [STEADY in line for line in dropped] == [True, False], dropped
+        assert README_SPEC.name in dropped[1]
+    finally:
+        assert process.stop() == 0, process.log()
+
+
 def test_a_new_published_day_moves_the_horizon_and_requests_read_no_files(service, published):
     """The tables are held in memory (no Parquet read per request) and rebuilt on publication.
 
