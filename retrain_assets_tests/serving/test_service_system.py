@@ -500,6 +500,7 @@ def test_requests_by_key_are_answered_from_the_published_history(service, booste
     assert log_count(service.app_db, STEADY) == before + 7  # the row without history: not served
 
     past = (ahead[-1] + dt.timedelta(days=1)).isoformat()
+    earliest = publication.latest - dt.timedelta(days=6)  # the last published week is served
     refusals = {
         f"rows[1].date: past the horizon: the furthest forecastable date is {ahead[-1]}": {
             "store_id": "S001",
@@ -507,7 +508,14 @@ def test_requests_by_key_are_answered_from_the_published_history(service, booste
             "date": past,
         },
         "rows[1].store_id: unknown store": {"store_id": "S-secret-9", "item_id": "I0001"},
+        "rows[1].item_id: unknown item": {"store_id": "S001", "item_id": "I-secret-4"},
+        f"rows[1].date: before the days served: the earliest is {earliest}": {
+            "store_id": "S001",
+            "item_id": "I0001",
+            "date": (earliest - dt.timedelta(days=1)).isoformat(),
+        },
         "rows[1].price: out of range": {"store_id": "S001", "item_id": "I0001", "price": -3},
+        "rows[1].on_promo: out of range": {"store_id": "S001", "item_id": "I0001", "on_promo": 3},
     }
     for reason, bad in refusals.items():
         refused = service.forecast(STEADY, [week[0], bad])
@@ -645,6 +653,11 @@ def test_binary_bodies_that_disagree_with_their_header_are_refused(service):
     assert response.status_code == 422
     assert "inputs[price]: binary_data_size is 4 bytes" in response.json()["error"]
     assert "1.5" not in response.text
+    header["inputs"][2] = tensor("on_promo", "INT32", 8)
+    body, length = binary_body(header, stores, items, np.array([0, 7], np.int32).tobytes())
+    response = send(body, length)
+    assert response.status_code == 422, response.text
+    assert response.json()["error"].startswith("inputs[on_promo].data[1]: out of range")
     assert log_count(service.app_db, STEADY) == answered
 
 
