@@ -80,7 +80,8 @@ def build_definitions() -> dg.Definitions:
                 | dg.AssetSelection.checks(deployments_match_decisions),
                 description="Deploy a customer's challenger: the blocking deploy-time check "
                 "challenger_beats_champion_now, then deployment_decision (the decision and the "
-                "start of its canary rollout), then the deployment audit.",
+                "start of its canary rollout), and the deployment audit (evaluated even when the "
+                "check refuses).",
             ),
         ],
         sensors=[

@@ -6,7 +6,7 @@ the champion for a deployment nobody decided. The selection therefore names its 
 check of the selected assets, without the deploy-time one unless `deployment_decision` is selected
 (the customer's `auto_deploy` is on and no rollout is in progress), in which case the blocking
 deploy-time check runs between `registered_model` and `deployment_decision`, and the deployment
-audit on `deployed_model` after the decision.
+audit on `deployed_model` (independent of both: a failed gate leaves it evaluated, not red).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def registration_selection(auto_deploy: bool) -> RegistrationSelection:
     assets = [MODEL_CANDIDATE, REGISTERED_MODEL]
     if auto_deploy:
         assets.append(DEPLOYMENT_DECISION)
-    # the audit on `deployed_model` (which no run materializes) follows a decision
+    # the audit on `deployed_model` (which no run materializes) comes with a decision
     judged = {*assets, DEPLOYED_MODEL} if auto_deploy else set(assets)
     checks = [
         key

@@ -161,3 +161,45 @@ def partition_status(platform: RunningPlatform, asset: str, partition: str) -> s
     if partition in statuses["failedPartitions"]:
         return "failed"
     return "materialized" if partition in statuses["materializedPartitions"] else "missing"
+
+
+CHECK_PARTITION_STATUSES = """
+query CheckStatuses($key: AssetKeyInput!) {
+  assetNodeOrError(assetKey: $key) {
+    ... on AssetNode {
+      assetChecksOrError {
+        ... on AssetChecks {
+          checks {
+            name
+            partitionStatuses {
+              ... on AssetCheckDefaultPartitionStatuses {
+                succeededPartitions failedPartitions inProgressPartitions skippedPartitions
+                executionFailedPartitions
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+"""
+CHECK_STATUS_FIELDS = {
+    "succeededPartitions": "succeeded",
+    "failedPartitions": "failed",
+    "inProgressPartitions": "in progress",
+    "skippedPartitions": "skipped",
+    "executionFailedPartitions": "execution failed",
+}
+
+
+def check_partition_status(
+    platform: RunningPlatform, asset: str, check: str, partition: str
+) -> str:
+    """Return how the Checks tab shows a check's partition: succeeded, failed, execution failed,
+    skipped, in progress or missing."""
+    node = platform.graphql(CHECK_PARTITION_STATUSES, {"key": {"path": [asset]}})
+    checks = node["assetNodeOrError"]["assetChecksOrError"]["checks"]
+    [statuses] = [c["partitionStatuses"] for c in checks if c["name"] == check]
+    found = [label for field, label in CHECK_STATUS_FIELDS.items() if partition in statuses[field]]
+    return found[0] if found else "missing"

@@ -250,6 +250,14 @@ def partition_detail(journey: Journey, asset: str, partition: str) -> Locator:
     return pane
 
 
+VERDICT_TAG = re.compile(r"^(Passed|Failed|Execution failed|Skipped)$")
+
+
+def verdict_tag(pane: Locator) -> str:
+    """Return the status tag of a check's partition pane: Passed, Failed, Execution failed..."""
+    return pane.locator("span[data-tooltip]").filter(has_text=VERDICT_TAG).first.inner_text()
+
+
 def freshness_detail(journey: Journey, partition: str) -> Locator:
     """Open deployed_model's serving_model_fresh check on `partition`; return its detail pane."""
     return check_partition_detail(journey, "deployed_model", "serving_model_fresh", partition)
