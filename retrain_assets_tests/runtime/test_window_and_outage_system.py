@@ -3,6 +3,8 @@
 - `training_job` launched as the UI launches it (GraphQL, the customer's partition, no pinned
   window) for a customer whose files stopped: refused before any GPU job, the refusal a
   recorded transition of the training machine, `status` saying why, no job, no candidate run;
+- the retraining policy's own evaluation (`retrain-assets policy why`) of that customer: a
+  deferral that says since when no rows arrived, no decision;
 - the GPU service answering 503 for a while (its injected outage) while a customer waits in
   POLL_JOB, then the job's artifact failing its checksum for a while: one history row and
   `last_error` for the outage, a row when it is back, failed downloads spaced by their waits,
@@ -159,6 +161,32 @@ def test_a_ui_launch_for_a_customer_whose_files_stopped_is_refused_before_any_gp
     runs = platform.graphql(CANDIDATE_RUNS, {"key": key})["runsOrError"]["results"]
     assert runs == []  # no candidate run, so no candidate and no MLflow run
     assert "why: window refused before any GPU job: not enough evidence" in status(platform, name)
+
+
+def cli(platform: RunningPlatform, *args: str) -> str:
+    env = {**up_environment(platform.home, platform.port), **platform.environment()}
+    done = subprocess.run([CLI, *args], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_the_policy_defers_a_customer_whose_files_stopped_and_says_since_when(world):
+    platform, name = world.platform, world.stopped
+    # this module publishes feature days from 2025-01-29: ten days of the customer's rows
+    cli(platform, "policy", "set", name, "--min-history-days", "8")
+    why = ""
+
+    def deferred() -> bool:
+        nonlocal why
+        why = cli(platform, "policy", "why", name)
+        return "deferred" in why
+
+    wait_until(deferred, 60, f"the policy's verdict on {name}")
+    assert f"{name}: deferred: no data from {name} since 2025-02-07 (its newest day with rows" in (
+        why
+    )
+    assert re.search(r"would hold 0 holdout rows of it \(needs >= 7\)", why), why
+    assert "no training is decided until its rows arrive" in why
 
 
 def job_status(platform: RunningPlatform, job_id: str) -> str:
