@@ -29,6 +29,7 @@ from retrain_assets.features.training_export import LABEL, MODEL_FEATURES
 from retrain_assets.registry.mlflow_registry import CHAMPION, MlflowRegistry, model_name
 from retrain_assets_tests.deployment.platform_helpers import (
     app,
+    check_partition_status,
     cli,
     days,
     features,
@@ -45,7 +46,13 @@ from retrain_assets_tests.support.ui_actions import (
     wait_for_backfill_run,
 )
 from retrain_assets_tests.support.waiting import wait_until
-from retrain_assets_tests.ui.dagster_ui import freshness_detail, partition_detail, sensor_ticks
+from retrain_assets_tests.ui.dagster_ui import (
+    check_partition_detail,
+    freshness_detail,
+    partition_detail,
+    sensor_ticks,
+    verdict_tag,
+)
 
 pytestmark = pytest.mark.system
 
@@ -349,10 +356,17 @@ def test_a_failing_deploy_time_check_stops_the_run_and_a_later_run_alone_refuses
     assert app(
         platform, "SELECT count(*) FROM deployment_decisions WHERE customer = %s", (customer,)
     ) == [(1,)]
-    # Two failed runs planned the decision: that asset shows them, what serves does not.
+    # Two failed runs planned the decision: that asset shows them, what serves does not. The
+    # refused deploy run still evaluated the audit on deployed_model (never "Execution failed").
     assert partition_status(platform, "deployment_decision", customer) == "failed"
+    audit = "deployments_match_decisions"
+    assert check_partition_status(platform, "deployed_model", audit, customer) == "succeeded"
     first = world.registry.aliases(customer)[CHAMPION]
     read_what_serves(journey, world, "blocked", first, f"serving {first}")
+    pane = check_partition_detail(journey, "deployed_model", audit, customer)
+    assert verdict_tag(pane) == "Passed", pane.inner_text()
+    assert run[:8] in pane.inner_text()  # evaluated in the refused run
+    journey.shot(f"{audit} of {customer}: passed in the refused run")
     ticks = sensor_ticks(journey, "serving_report", "0 runs requested")  # it launches none
     assert "Failure" not in ticks, ticks
     journey.shot("serving_report's ticks: none failed")
