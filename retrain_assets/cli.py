@@ -49,7 +49,7 @@ def _up(args: argparse.Namespace) -> int:
 
     try:
         return run_up(demo=not args.no_demo)
-    except FileNotFoundError as err:  # dagster.yaml or workspace.yaml missing: nothing started
+    except FileNotFoundError as err:  # dagster.yaml missing: nothing started
         raise ValueError(str(err)) from err
 
 
@@ -242,8 +242,10 @@ _DESCRIPTIONS = {
     "on); start the GPU service (`retrain-assets gpu-service` on 127.0.0.1:$RETRAIN_GPU_PORT, "
     "$RETRAIN_GPU_SLOTS slots; none when RETRAIN_GPU_URL is set), the MLflow tracking server "
     "(127.0.0.1:$RETRAIN_MLFLOW_PORT; none when MLFLOW_TRACKING_URI is set), the prediction "
-    "service (`retrain-assets serve` on 127.0.0.1:$RETRAIN_SERVE_PORT), the Dagster webserver "
-    "(`retrain-assets webserver`) and dagster-daemon on workspace.yaml and, for the demo, the "
+    "service (`retrain-assets serve` on 127.0.0.1:$RETRAIN_SERVE_PORT), one Dagster code server "
+    "(`dagster code-server start` on a private Unix socket), then the Dagster webserver "
+    "(`retrain-assets webserver`) and dagster-daemon, both on a workspace naming that code "
+    "server (`$DAGSTER_HOME/workspace.yaml`), and, for the demo, the "
     "demo clock that lands a simulated day every $RETRAIN_DEMO_DAY_SECONDS. Each process writes "
     "to `$RETRAIN_HOME/logs/<process>.log`; the UI, GraphQL, Postgres, GPU service, MLflow and "
     "prediction service URLs are printed once they answer. Every process gets RETRAIN_GPU_URL "

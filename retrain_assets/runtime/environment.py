@@ -41,8 +41,8 @@ class DagsterFolders:
 def repo_file(name: str) -> Path:
     """Return a file at the repository root (the parent of the `retrain_assets` package).
 
-    `up` reads dagster.yaml and workspace.yaml from the checkout it runs from (`make install`
-    installs the package in editable mode), so an edit to them applies on the next start.
+    `up` reads dagster.yaml from the checkout it runs from (`make install` installs the package
+    in editable mode), so an edit to it applies on the next start.
 
     Raises:
         FileNotFoundError: the package is not running from a checkout that has the file.

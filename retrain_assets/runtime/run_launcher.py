@@ -1,8 +1,8 @@
 """Dagster's default run launcher, plus a health check so run monitoring sees a dead run worker.
 
-`DefaultRunLauncher` starts each run as a process of the code server, which the daemon starts:
-all three share one process group, so a daemon that crashes (or is killed, and `up` kills
-what is left of its group before restarting it) takes its in-flight runs with it. The launcher
+`DefaultRunLauncher` starts each run as a process of the code server, in its process group, so
+a code server that crashes (or is killed, and `up` kills what is left of its group before
+restarting it) takes its in-flight runs with it. The launcher
 cannot check a run worker's health, so Dagster's run monitoring leaves such a run STARTED
 forever; the per-customer run limits then hold every later run of that customer in the queue
 (the hand-off's next candidate run included) and `retry`/`reset` refuse because a run is "in
@@ -11,8 +11,8 @@ progress": a customer stuck for good. Here the launcher reads the worker's pid f
 monitoring (dagster.yaml: enabled, every 30 s) marks the run failed with the reason, and the
 hand-off asks for its next attempt.
 
-Run workers are local processes of the daemon's host (the workspace loads the code location
-from a Python module). A run without that event (one executed in-process) is left alone.
+Run workers are local processes of the code server's host (`up` runs it beside the daemon). A
+run without that event (one executed in-process) is left alone.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ import datetime as dt
 import os
 import re
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Callable, Mapping
@@ -27,16 +28,23 @@ import requests
 from retrain_assets.runtime.default_signals import with_default_signals
 
 POLL_SECONDS = 0.2
+UNIX_SCHEME = "unix:"
 _ANSI_COLOUR = re.compile(r"\x1b\[[0-9;]*m")
 
 
 @dataclass(frozen=True)
 class ChildSpec:
-    """One long-running process: its name, its command line, and a URL that answers once ready."""
+    """One long-running process: its name, its command line, and a URL that answers once ready.
+
+    `ready_url` is an HTTP URL, or `unix:<path>` for a server that binds a Unix socket only once
+    it is ready (the code server). `after_ready` names the children that must be ready before
+    this one starts (the webserver and the daemon load the code server's workspace at start).
+    """
 
     name: str
     argv: tuple[str, ...]
     ready_url: str | None = None
+    after_ready: tuple[str, ...] = ()
 
 
 @dataclass
@@ -184,6 +192,8 @@ class Supervisor:
         url = child.spec.ready_url
         if url is None:
             return True
+        if url.startswith(UNIX_SCHEME):
+            return self._wait_socket(child, Path(url[len(UNIX_SCHEME) :]), timeout, give_up)
         port = urlsplit(url).port
         deadline = time.monotonic() + timeout
         answered_by_another = False
@@ -204,6 +214,23 @@ class Supervisor:
                 )
                 raise ChildFailed(
                     f"{why} within {timeout:.0f} s; last lines of {child.log}:\n{log_tail(child)}"
+                )
+            time.sleep(POLL_SECONDS * 2)
+        return False
+
+    def _wait_socket(
+        self, child: Child, path: Path, timeout: float, give_up: Callable[[], bool]
+    ) -> bool:
+        """Wait until the child's Unix socket accepts a connection (see `wait_ready`)."""
+        deadline = time.monotonic() + timeout
+        while not give_up():
+            self._raise_if_exited(child)
+            if socket_accepts(path):
+                return True
+            if time.monotonic() > deadline:
+                raise ChildFailed(
+                    f"{child.spec.name} did not listen on {path} within {timeout:.0f} s; "
+                    f"last lines of {child.log}:\n{log_tail(child)}"
                 )
             time.sleep(POLL_SECONDS * 2)
         return False
@@ -236,6 +263,17 @@ class Supervisor:
                 f"{child.spec.name} {_exit_description(code)}; "
                 f"last lines of {child.log}:\n{log_tail(child)}"
             )
+
+
+def socket_accepts(path: Path) -> bool:
+    """Return whether a Unix socket at `path` accepts a connection now."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(2)
+        try:
+            probe.connect(str(path))
+        except OSError:
+            return False
+    return True
 
 
 def group_listens_on(pid: int, port: int) -> bool:

@@ -13,6 +13,13 @@ import sys
 import time
 from pathlib import Path
 
+from retrain_assets.runtime.code_server import (
+    SOCKET_NAME,
+    code_server_child,
+    remove_socket_folder,
+    socket_folder,
+    write_workspace,
+)
 from retrain_assets.runtime.demo_mode import demo_children, demo_environment, start_demo
 from retrain_assets.runtime.environment import (
     child_environment,
@@ -128,18 +135,22 @@ def prediction_service_child(bin_dir: Path) -> ChildSpec:
     )
 
 
-def platform_children(workspace: Path, mlflow_backend_uri: str) -> list[ChildSpec]:
+def platform_children(
+    code_server_socket: Path, workspace: Path, mlflow_backend_uri: str
+) -> list[ChildSpec]:
     """Return the processes `up` runs, in start order; a new process adds its spec here.
 
     The GPU service comes first, unless RETRAIN_GPU_URL names one elsewhere: the daemon's
     sensors call it. The MLflow server (backed by `mlflow_backend_uri`) comes next, unless
     MLFLOW_TRACKING_URI names one elsewhere: the model assets call it. The prediction service
-    follows (it loads models from MLflow), before the Dagster processes. The executables are
-    the ones installed next to this interpreter, so the children run in the same environment
-    as `up` whatever PATH says.
+    follows (it loads models from MLflow), then the code server on `code_server_socket`, and
+    the Dagster processes, whose `workspace` names that socket, once it is ready
+    (runtime/code_server.py). The executables are the ones installed next to this
+    interpreter, so the children run in the same environment as `up` whatever PATH says.
     """
     bin_dir = Path(sys.executable).parent
     port, workspace_arg = str(webserver_port()), ("-w", str(workspace))
+    code_server = code_server_child(bin_dir, code_server_socket)
     gpu = training_children(bin_dir)
     local_mlflow = remote_mlflow_uri() is None
     mlflow = [mlflow_child(bin_dir, mlflow_backend_uri)] if local_mlflow else []
@@ -147,6 +158,7 @@ def platform_children(workspace: Path, mlflow_backend_uri: str) -> list[ChildSpe
         *gpu,
         *mlflow,
         prediction_service_child(bin_dir),
+        code_server,
         ChildSpec(
             name="dagster-webserver",
             argv=(
@@ -154,10 +166,12 @@ def platform_children(workspace: Path, mlflow_backend_uri: str) -> list[ChildSpe
                 *("--port", port, "--workspace", str(workspace)),
             ),
             ready_url=f"http://{LOOPBACK}:{port}/server_info",
+            after_ready=(code_server.name,),
         ),
         ChildSpec(
             name="dagster-daemon",
             argv=(str(bin_dir / "dagster-daemon"), "run", *workspace_arg),
+            after_ready=(code_server.name,),
         ),
     ]
 
@@ -235,7 +249,7 @@ def _print_ready(server: PostgresServer) -> None:
 
 
 def _start_and_watch(
-    supervisor: Supervisor, stop: StopRequests, dagster_yaml: Path, workspace: Path, demo: bool
+    supervisor: Supervisor, stop: StopRequests, dagster_yaml: Path, socket_folder: Path, demo: bool
 ) -> int:
     """Start the platform and keep it running until a stop is requested.
 
@@ -243,6 +257,8 @@ def _start_and_watch(
     in a short window (see `RestartPolicy`) ends `up` with ChildFailed.
     """
     folders = prepare_dagster_home(dagster_yaml)
+    code_server_socket = socket_folder / SOCKET_NAME
+    workspace = write_workspace(folders.home, code_server_socket)
     server = _prepare_databases()
     demo_on = start_demo(demo and not stop.requested, server.database_url("app"), _say)
     # once: every child gets the same GPU token
@@ -250,13 +266,16 @@ def _start_and_watch(
     write_token_files(env)
     _say_remote_gpu()
     _say_remote_mlflow()
-    children = platform_children(workspace, server.database_url("mlflow"))
+    children = platform_children(code_server_socket, workspace, server.database_url("mlflow"))
+    ready_timeout = ready_timeout_seconds()
     for spec in [*children, *demo_children(demo_on)]:
+        needed = [c for c in supervisor.children if c.spec.name in spec.after_ready]
+        if not all(supervisor.wait_ready(c, ready_timeout, lambda: stop.requested) for c in needed):
+            return 0
         if stop.requested:
             return 0
         child = supervisor.start(spec, env)
         _say(f"started {spec.name} (pid {child.process.pid}, output in {child.log})")
-    ready_timeout = ready_timeout_seconds()
     for child in supervisor.children:
         if not supervisor.wait_ready(child, ready_timeout, lambda: stop.requested):
             return 0
@@ -277,9 +296,9 @@ def run_up(demo: bool = True) -> int:
     Postgres stops at interpreter exit.
 
     Raises:
-        FileNotFoundError: dagster.yaml or workspace.yaml is missing from the checkout.
+        FileNotFoundError: dagster.yaml is missing from the checkout.
     """
-    dagster_yaml, workspace = repo_file("dagster.yaml"), repo_file("workspace.yaml")
+    dagster_yaml = repo_file("dagster.yaml")
     busy = busy_port_messages(needed_ports())
     if busy:
         for message in busy:
@@ -293,9 +312,9 @@ def run_up(demo: bool = True) -> int:
     stop = StopRequests()
     stop.install()
     supervisor = Supervisor(retrain_home() / "logs")
-    code = 0
+    code, sockets = 0, socket_folder()
     try:
-        code = _start_and_watch(supervisor, stop, dagster_yaml, workspace, demo)
+        code = _start_and_watch(supervisor, stop, dagster_yaml, sockets, demo)
     except ChildFailed as err:
         print(f"retrain-assets up: {err}", file=sys.stderr, flush=True)
         code = 1
@@ -306,6 +325,7 @@ def run_up(demo: bool = True) -> int:
             killed = supervisor.stop_all(STOP_GRACE_SECONDS, lambda: stop.urgent)
             if killed:
                 _say(f"killed after {STOP_GRACE_SECONDS:.0f} s: {', '.join(killed)}")
+        remove_socket_folder(sockets)
         _say("stopped")
         home_lock.close()
     return code

@@ -29,6 +29,7 @@ from retrain_assets_tests.support.waiting import wait_until
 # (console scripts run as `python <script> ...`: the script is argv[0] or argv[1])
 COMMAND_LINES: dict[str, Callable[[list[str]], bool]] = {
     "dagster-daemon": lambda argv: any(a.endswith("dagster-daemon") for a in argv[:2]),
+    "code-server": lambda argv: "code-server" in argv[1:3],
     "gpu-service": lambda argv: "gpu-service" in argv[1:3],
     "mlflow": lambda argv: any(a.endswith("mlflow") for a in argv[:2]) and "server" in argv[1:3],
 }

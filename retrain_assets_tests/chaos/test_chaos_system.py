@@ -10,7 +10,7 @@ The matrix (RELIABILITY.md has the figures):
 
 | wait point                              | killed         | customer |
 | --------------------------------------- | -------------- | -------- |
-| AWAIT_CANDIDATE, candidate run running  | dagster-daemon | dcand    |
+| AWAIT_CANDIDATE, candidate run running  | code-server    | dcand    |
 | CANARY_10                               | dagster-daemon | r10      |
 | POLL_JOB, job running on the service    | gpu-service    | grun     |
 | job submitted, queued behind another    | gpu-service    | gqueue   |
@@ -98,7 +98,7 @@ def candidate_run_started(platform, customer: str) -> bool:
     return any(r["status"] == "STARTED" for r in candidate_runs(platform, found[2]))
 
 
-def test_the_daemon_killed_with_a_candidate_run_in_flight_and_in_canary_10(
+def test_the_code_server_killed_with_a_candidate_run_in_flight_and_the_daemon_in_canary_10(
     chaos: ChaosWorld,
 ) -> None:
     platform, customer = chaos.platform, chaos.name("dcand")
@@ -106,10 +106,12 @@ def test_the_daemon_killed_with_a_candidate_run_in_flight_and_in_canary_10(
     wait_for(lambda: candidate_run_started(platform, customer), 300, f"{customer}'s candidate run")
     assert state_of(platform, "rollout", chaos.name("r10")) == "CANARY_10"  # held: no traffic
     t0 = time.monotonic()
-    recovery = kill_child(platform, "dagster-daemon")  # its group: the candidate run too
-    outcome = finish_training(chaos, "dcand", "AWAIT_CANDIDATE (run in flight)", recovery, t0)
+    # runs are processes of the code server: its group takes the candidate run with it
+    code_server = kill_child(platform, "code-server")
+    daemon = kill_child(platform, "dagster-daemon")
+    outcome = finish_training(chaos, "dcand", "AWAIT_CANDIDATE (run in flight)", code_server, t0)
     assert outcome.state == "DONE", outcome.figures()
-    finish_rollout(chaos, "r10", "CANARY_10", recovery, t0)
+    finish_rollout(chaos, "r10", "CANARY_10", daemon, t0)
 
 
 def test_the_gpu_service_killed_with_one_job_running_and_one_queued(chaos: ChaosWorld) -> None:

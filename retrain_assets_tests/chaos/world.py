@@ -14,7 +14,7 @@ START, LAST = dt.date(2025, 1, 1), dt.date(2025, 3, 5)
 FIRST_FEATURE_DAY = START + dt.timedelta(days=28)
 # role -> (stores, items): trainings are small; rollouts need rows enough for their analyses
 ROLES = {
-    "dcand": (2, 4),  # dagster-daemon killed with the candidate run in flight
+    "dcand": (2, 4),  # the code server killed with the candidate run in flight
     "r10": (6, 20),  # dagster-daemon killed in CANARY_10
     "grun": (2, 4),  # gpu-service killed with a job running
     "gqueue": (2, 4),  # gpu-service killed with a job queued behind it

@@ -146,3 +146,36 @@ def test_a_ready_url_answered_by_another_process_is_not_the_child_ready(tmp_path
     else:
         raise AssertionError("a port answered by another process counted as mlflow ready")
     assert supervisor.stop_all(grace=5, hurry=lambda: False) == []
+
+
+def _unix_server(path: Path, delay: float) -> str:
+    """Code of a child that binds a Unix socket after `delay` seconds (a code server loading)."""
+    return (
+        "import socket, time\n"
+        f"time.sleep({delay})\n"
+        "s = socket.socket(socket.AF_UNIX)\n"
+        f"s.bind({str(path)!r}); s.listen(); print('bound', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+
+
+def test_a_unix_socket_ready_url_waits_until_the_child_binds_it(tmp_path):
+    """The code server binds its socket only once its code has loaded: that is its ready."""
+    supervisor = Supervisor(tmp_path / "logs", RestartPolicy())
+    path = tmp_path / "code.sock"
+    child = supervisor.start(
+        ChildSpec("code-server", python(_unix_server(path, 1.0)), ready_url=f"unix:{path}"), {}
+    )
+    assert supervisor.wait_ready(child, timeout=patience(30), give_up=lambda: False)
+    assert _last_line(child.log) == "bound"  # not before it bound
+
+    quitter = supervisor.start(
+        ChildSpec("quitter", python("raise SystemExit(3)"), ready_url=f"unix:{tmp_path}/no"), {}
+    )
+    try:
+        supervisor.wait_ready(quitter, timeout=patience(30), give_up=lambda: False)
+    except ChildFailed as failed:
+        assert "quitter" in str(failed) and "3" in str(failed)
+    else:
+        raise AssertionError("a child that exited counted as ready")
+    supervisor.stop_all(grace=5, hurry=lambda: False)
