@@ -19,6 +19,7 @@ from retrain_assets_tests.support.databases import (
     skip_durability,
     stop_without_checkpoint,
 )
+from retrain_assets_tests.support.early_stop import SHARED_PLATFORM_LIFE
 from retrain_assets_tests.support.mlflow_server import running_mlflow
 from retrain_assets_tests.support.platform import RunningPlatform, running_platform
 from retrain_assets_tests.support.worker_groups import assign_groups, check_groups_reached_xdist
@@ -49,6 +50,17 @@ SHARED_PLATFORM_ENV = {
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Group the tests for `make test`'s workers, longest groups first (support/worker_groups)."""
     assign_groups(items)
+
+
+@pytest.hookimpl(trylast=True)  # after the test's own fixtures (module ones included) ended
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """Stop the shared platform after the last of its tests in a row (support/early_stop)."""
+    SHARED_PLATFORM_LIFE.stop_after(item, nextitem)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Refuse a shared platform test that comes after the platform's early stop."""
+    SHARED_PLATFORM_LIFE.refuse_if_stopped(item)
 
 
 def pytest_xdist_node_collection_finished(node: WorkerController, ids: list[str]) -> None:
@@ -139,8 +151,10 @@ def shared_platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runnin
     """
     home = tmp_path_factory.mktemp("shared-platform")
     with running_platform(home, env=SHARED_PLATFORM_ENV, args=("--no-demo",)) as platform:
+        SHARED_PLATFORM_LIFE.platform = platform
         yield platform
-        assert platform.stop() == 0, platform.output.read_text()  # SIGTERM: a clean stop
+        if not SHARED_PLATFORM_LIFE.stopped_early:  # else stopped after its last test
+            assert platform.stop() == 0, platform.output.read_text()  # SIGTERM: a clean stop
 
 
 SEEN_COMMUNITY_NOTE = "mutation { setNuxSeen }"
