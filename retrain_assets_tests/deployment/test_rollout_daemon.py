@@ -332,6 +332,11 @@ def test_a_challenger_that_forecasts_badly_on_the_newest_actuals_is_rolled_back(
     assert partition_status(platform, "deployed_model", customer) == "materialized"
     text = read_what_serves(journey, world, "degraded", first, "was rolled back")
     assert f"its last challenger {blind} was rolled back: CANARY_10 analysis failed" in text
+    # On the Automation page the rollback is a verdict of rollout_controller's ticks, never a
+    # failed tick (it requests no run, so no run of its can show red either).
+    ticks = sensor_ticks(journey, "rollout_controller", "0 runs requested")
+    assert "Failure" not in ticks, ticks
+    journey.shot("rollout_controller's ticks after the rollback: none failed")
 
 
 @pytest.mark.browser
