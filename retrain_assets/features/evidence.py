@@ -32,6 +32,44 @@ MIN_HOLDOUT = "RETRAIN_EVIDENCE_MIN_HOLDOUT_ROWS"
 MIN_PER_STORE = "RETRAIN_EVIDENCE_MIN_HOLDOUT_ROWS_PER_STORE"
 NOT_ENOUGH = "not enough evidence"
 HOLDOUT_DAYS = 7  # `training_job`'s default holdout, the one the policy's decisions train with
+GATE_WINDOWS = "RETRAIN_GATE_WINDOWS"
+GATE_WINDOW_DAYS = "RETRAIN_GATE_WINDOW_DAYS"
+
+
+def gate_windows() -> tuple[int, int]:
+    """Return the gate's (windows, days per window): RETRAIN_GATE_WINDOWS x _WINDOW_DAYS.
+
+    Read here, below the policy and the gate, so the policy's pre-check, `training_job` and
+    the evidence gate agree on one holdout (issue 31).
+
+    Raises:
+        ValueError: a variable is not a whole number in its range (the message names it).
+    """
+    return _gate_count(GATE_WINDOWS, 1, 1, 52), _gate_count(GATE_WINDOW_DAYS, 7, 1, 90)
+
+
+def judged_holdout_days(holdout_days: int = HOLDOUT_DAYS) -> int:
+    """Return the holdout a window is judged and exported with: long enough for the gate's windows.
+
+    `holdout_days`: the run's own holdout (`training_job`'s config; the policy's decisions use
+    the default). The one answer for the policy's pre-check and `training_job`: a window the
+    policy decides on is one `training_job` would not refuse for its holdout's length.
+    """
+    windows, days = gate_windows()
+    return max(holdout_days, windows * days)
+
+
+def _gate_count(name: str, default: int, low: int, high: int) -> int:
+    text = os.environ.get(name)
+    if text is None or not text.strip():
+        return default
+    try:
+        value = int(text.strip())
+    except ValueError:
+        raise ValueError(f"{name} must be a int like {default}, not {text!r}") from None
+    if not low <= value <= high:
+        raise ValueError(f"{name} = {value} is outside [{low:g}, {high:g}]")
+    return value
 
 
 @dataclass(frozen=True)

@@ -35,14 +35,18 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from retrain_assets.features.evidence import NOT_ENOUGH, EvidenceRules, WindowRows, judge_window
+from retrain_assets.features.evidence import (
+    NOT_ENOUGH,
+    EvidenceRules,
+    WindowRows,
+    gate_windows,
+    judge_window,
+)
 from retrain_assets.features.paired_change import paired_interval, relative_change
 from retrain_assets.features.training_export import LABEL
 from retrain_assets.models.scoring import InvalidForecast, wape
 
 MIN_STORES = 2  # a bootstrap over one store's days says nothing about the others
-WINDOWS = "RETRAIN_GATE_WINDOWS"
-WINDOW_DAYS = "RETRAIN_GATE_WINDOW_DAYS"
 CONFIDENCE = "RETRAIN_GATE_CONFIDENCE"
 TOLERANCE = "RETRAIN_GATE_TOLERANCE"
 STORE_TOLERANCE = "RETRAIN_GATE_STORE_TOLERANCE"
@@ -74,9 +78,10 @@ class GateRules:
             ValueError: a variable is malformed or out of range (the message names it).
         """
         d = cls()
+        windows, window_days = gate_windows()  # the policy's pre-check reads the same
         return cls(
-            windows=int(_number(WINDOWS, d.windows, 1, 52, int)),
-            window_days=int(_number(WINDOW_DAYS, d.window_days, 1, 90, int)),
+            windows=windows,
+            window_days=window_days,
             confidence=_number(CONFIDENCE, d.confidence, 0.5, 0.999, float),
             tolerance=_number(TOLERANCE, d.tolerance, 0.0, 1.0, float),
             store_tolerance=_number(STORE_TOLERANCE, d.store_tolerance, 0.0, 10.0, float),

@@ -18,7 +18,7 @@ from pydantic import Field
 
 from retrain_assets.asset_keys import TRAINING_JOB
 from retrain_assets.customers import CUSTOMERS, customer_of
-from retrain_assets.features.evidence import HOLDOUT_DAYS
+from retrain_assets.features.evidence import HOLDOUT_DAYS, judged_holdout_days
 from retrain_assets.features.feature_math import FEATURE_VERSION
 from retrain_assets.features.parquet_store import PartitionStorage
 from retrain_assets.features.training_export import (
@@ -33,7 +33,6 @@ from retrain_assets.machines.engine import advance
 from retrain_assets.machines.store import latest_notes
 from retrain_assets.machines.table import FAILED
 from retrain_assets.machines.training import JOB_ID, start_training, training_machine
-from retrain_assets.models.gate_evidence import GateRules
 from retrain_assets.models.resources import GpuServiceResource, training_services
 from retrain_assets.models.run_key import code_commit, run_key
 from retrain_assets.models.window_judgement import judge_snapshot
@@ -95,7 +94,7 @@ class TrainingJobConfig(dg.Config):
         the gate judges several rolling-origin windows the candidate never trained on) makes
         the holdout that long; the defaults (1 x 7) leave it as it is.
         """
-        return max(self.holdout_days, GateRules.from_settings().holdout_days)
+        return judged_holdout_days(self.holdout_days)
 
     def training_config(self) -> dict[str, object]:
         """Return what determines the trained model (part of the run key)."""

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from retrain_assets.features.evidence import HOLDOUT_DAYS, EvidenceRules
+from retrain_assets.features.evidence import EvidenceRules, judged_holdout_days
 from retrain_assets.policy.alerts import DriftAlert
 from retrain_assets.policy.decisions import Decision, Policy
 from retrain_assets.policy.drift import DriftMeasure
@@ -149,9 +149,17 @@ class WindowDays:
     train: tuple[Mapping[str, int], ...]  # newest day first
 
 
-def window_days_of(published: Published, window: SnapshotRef) -> WindowDays:
-    """Return the window's holdout and training days as rows per customer, newest first."""
-    start = max(window.last_day - dt.timedelta(days=HOLDOUT_DAYS - 1), window.first_day)
+def window_days_of(
+    published: Published, window: SnapshotRef, holdout_days: int | None = None
+) -> WindowDays:
+    """Return the window's holdout and training days as rows per customer, newest first.
+
+    `holdout_days`: default `judged_holdout_days()`, the holdout `training_job` judges and
+    exports (RETRAIN_GATE_WINDOWS x RETRAIN_GATE_WINDOW_DAYS when longer than 7 days), so the
+    policy never decides on a window `training_job` then refuses for its holdout.
+    """
+    days_held = judged_holdout_days() if holdout_days is None else holdout_days
+    start = max(window.last_day - dt.timedelta(days=days_held - 1), window.first_day)
     days = sorted((d for d in published if window.first_day <= d <= window.last_day), reverse=True)
     return WindowDays(
         window,
@@ -201,8 +209,10 @@ def _data_stopped(
             "until its rows arrive"
         )
     else:
+        held = (last - days.holdout_start).days + 1
         reason = (
             f"deferred: the window {first} .. {last} holds {holdout} holdout rows of {customer} "
+            f"in its {held}-day holdout {days.holdout_start} .. {last} "
             f"(needs >= {rules.min_holdout_rows}) and {train}+ training rows (needs >= "
             f"{rules.min_train_rows}); its newest day with rows is {newest}"
         )

@@ -82,3 +82,31 @@ def test_the_sensor_records_the_deferral_and_drops_it_once_rows_arrive(
     tick(instance, db, tmp_path)
     assert deferrals(db) == []
     assert "acme" in [d.customer for d in list_decisions(db)]
+
+
+def test_the_policy_judges_the_holdout_training_job_judges(db, publish, monkeypatch):
+    """RETRAIN_GATE_WINDOWS=4: a 28-day holdout, not 7, for the policy as for training_job."""
+    import pandas as pd
+
+    from retrain_assets.features.evidence import EvidenceRules, count_rows, judge_window
+    from retrain_assets.models.training_job_asset import TrainingJobConfig
+
+    publish(0, 24, {"bolt": 100})
+    publish(25, 59, {"acme": 1, "bolt": 100})  # 35 days of acme's: 28 training + 7 holdout
+    now = dt.datetime.now(dt.UTC)
+    assert decide(db, None, now).action == "decide"  # one 7-day window: enough
+    monkeypatch.setenv("RETRAIN_GATE_WINDOWS", "4")
+    outcome = decide(db, None, now)
+    assert (outcome.action, outcome.kind) == ("skip", "no data")
+    assert outcome.reason == (
+        f"deferred: the window {day(0)} .. {day(59)} holds 28 holdout rows of acme in its "
+        f"28-day holdout {day(32)} .. {day(59)} (needs >= 7) and 7+ training rows (needs >= "
+        f"28); its newest day with rows is {day(59)}"
+    )
+    rows = pd.DataFrame(
+        {"customer": "acme", "store_id": "s1", "date": [day(n) for n in range(25, 60)]}
+    )
+    holdout_days = TrainingJobConfig().export_holdout_days()
+    job = judge_window(count_rows(rows, "acme", day(0), day(59), holdout_days), EvidenceRules())
+    assert not job.enough  # training_job refuses the same window, on the same numbers
+    assert (job.rows.holdout_start, job.rows.holdout_rows, job.rows.train_rows) == (day(32), 28, 7)
