@@ -7,10 +7,10 @@ docs/decisions.md). The platform launches a run per customer per hand-off step, 
 loaded host that import is most of what a run costs. With "forkserver" and the code location
 preloaded, the server process imports it once and every run is a fork of it.
 
-Opt-in (RETRAIN_RUN_WORKERS=forkserver): the first run a code server starts waits for the
-forkserver to finish importing the code location inside Dagster's StartRun call, whose
-deadline is 60 s, and on a machine at load 10-15 that call timed out and failed the run
-(docs/decisions.md). Spawn returns from that call at once.
+Opt-in (RETRAIN_RUN_WORKERS=forkserver). The forkserver starts when the code server loads the
+code location, not at its first run: started by the first run, its import of the code location
+happened inside Dagster's StartRun call, whose deadline is 60 s, and on a machine at load 10-15
+that call timed out and failed the run (docs/decisions.md).
 
 Dagster itself does this for the multiprocess executor's steps (`start_method: forkserver`,
 `preload_modules`), not for the code server's runs: the server picks "spawn" in its
@@ -21,6 +21,7 @@ server process only (where the code location is imported).
 from __future__ import annotations
 
 import multiprocessing
+import multiprocessing.forkserver
 import os
 import sys
 from multiprocessing.context import BaseContext
@@ -71,4 +72,6 @@ def install_run_workers() -> bool:
     # The constructor assigns `self._mp_ctx`; a data descriptor on the class wins over the
     # instance attribute, so the assignment is ignored and every start uses this context.
     server_class._mp_ctx = property(lambda _server: context, lambda _server, _value: None)
+    # Start it now: it imports the code location while the server is idle, and returns at once.
+    multiprocessing.forkserver.ensure_running()
     return True
