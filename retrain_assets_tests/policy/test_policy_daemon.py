@@ -47,7 +47,7 @@ from retrain_assets_tests.support.ui_actions import (
     wait_until,
 )
 from retrain_assets_tests.ui.browser import journey_on
-from retrain_assets_tests.ui.dagster_ui import freshness_detail
+from retrain_assets_tests.ui.dagster_ui import freshness_detail, sensor_ticks
 
 pytestmark = pytest.mark.system
 
@@ -387,6 +387,17 @@ def test_drift_waits_for_approval_and_the_approval_is_one_decision(world, chromi
         journey.wait_visible(check.get_by_text("waits for approval"), 60, "the pending approval")
         assert "approve_drift_retraining/playground" in check.inner_text()
         journey.shot(f"serving_model_fresh of {MID}: an approval waits")
+        # The Automation page: retraining_policy's ticks skip (none failed), the newest saying
+        # what waits and how to approve it (the skip reason is the tag's tooltip).
+        page = sensor_ticks(journey, "retraining_policy", "0 runs requested")
+        assert "Failure" not in page, page
+        journey.page.get_by_text("0 runs requested").first.hover()
+        journey.wait_visible(
+            journey.page.get_by_text(f"(launch approve_drift_retraining for {MID})").first,
+            30,
+            "the newest tick's skip reason",
+        )
+        journey.shot("retraining_policy's newest tick: the approval waits")
 
     launch_run(platform, "approve_drift_retraining", {"dagster/partition": MID})
     wait_until(
