@@ -45,7 +45,9 @@ def gate_windows() -> tuple[int, int]:
     Raises:
         ValueError: a variable is not a whole number in its range (the message names it).
     """
-    return _gate_count(GATE_WINDOWS, 1, 1, 52), _gate_count(GATE_WINDOW_DAYS, 7, 1, 90)
+    windows = bounded_number(GATE_WINDOWS, 1, 1, 52, int)
+    days = bounded_number(GATE_WINDOW_DAYS, 7, 1, 90, int)
+    return int(windows), int(days)
 
 
 def judged_holdout_days(holdout_days: int = HOLDOUT_DAYS) -> int:
@@ -59,14 +61,21 @@ def judged_holdout_days(holdout_days: int = HOLDOUT_DAYS) -> int:
     return max(holdout_days, windows * days)
 
 
-def _gate_count(name: str, default: int, low: int, high: int) -> int:
+def bounded_number(
+    name: str, default: float, low: float, high: float, kind: Callable[[str], float]
+) -> float:
+    """Return the gate's setting `name` read with `kind`, `default` when unset.
+
+    Raises:
+        ValueError: the value does not parse, or lies outside [low, high]; the message names it.
+    """
     text = os.environ.get(name)
     if text is None or not text.strip():
         return default
     try:
-        value = int(text.strip())
+        value = kind(text.strip())
     except ValueError:
-        raise ValueError(f"{name} must be a int like {default}, not {text!r}") from None
+        raise ValueError(f"{name} must be a {kind.__name__} like {default}, not {text!r}") from None
     if not low <= value <= high:
         raise ValueError(f"{name} = {value} is outside [{low:g}, {high:g}]")
     return value

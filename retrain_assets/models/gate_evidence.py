@@ -28,8 +28,6 @@ newest weeks counting most). The store guard and the WAPEs shown are unweighted.
 from __future__ import annotations
 
 import datetime as dt
-import os
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,6 +37,7 @@ from retrain_assets.features.evidence import (
     NOT_ENOUGH,
     EvidenceRules,
     WindowRows,
+    bounded_number,
     gate_windows,
     judge_window,
 )
@@ -82,12 +81,12 @@ class GateRules:
         return cls(
             windows=windows,
             window_days=window_days,
-            confidence=_number(CONFIDENCE, d.confidence, 0.5, 0.999, float),
-            tolerance=_number(TOLERANCE, d.tolerance, 0.0, 1.0, float),
-            store_tolerance=_number(STORE_TOLERANCE, d.store_tolerance, 0.0, 10.0, float),
-            max_worse_stores=_number(MAX_WORSE_STORES, d.max_worse_stores, 0.0, 1.0, float),
-            resamples=int(_number(RESAMPLES, d.resamples, 100, 100_000, int)),
-            half_life=_number(HALF_LIFE, d.half_life, 0.0, 52.0, float),
+            confidence=bounded_number(CONFIDENCE, d.confidence, 0.5, 0.999, float),
+            tolerance=bounded_number(TOLERANCE, d.tolerance, 0.0, 1.0, float),
+            store_tolerance=bounded_number(STORE_TOLERANCE, d.store_tolerance, 0.0, 10.0, float),
+            max_worse_stores=bounded_number(MAX_WORSE_STORES, d.max_worse_stores, 0.0, 1.0, float),
+            resamples=int(bounded_number(RESAMPLES, d.resamples, 100, 100_000, int)),
+            half_life=bounded_number(HALF_LIFE, d.half_life, 0.0, 52.0, float),
         )
 
     @property
@@ -105,21 +104,6 @@ class GateRules:
         if self.half_life <= 0:
             return [1.0] * windows
         return [0.5 ** ((windows - 1 - k) / self.half_life) for k in range(windows)]
-
-
-def _number(
-    name: str, default: float, low: float, high: float, kind: Callable[[str], float]
-) -> float:
-    text = os.environ.get(name)
-    if text is None or not text.strip():
-        return default
-    try:
-        value = kind(text.strip())
-    except ValueError:
-        raise ValueError(f"{name} must be a {kind.__name__} like {default}, not {text!r}") from None
-    if not low <= value <= high:
-        raise ValueError(f"{name} = {value} is outside [{low:g}, {high:g}]")
-    return value
 
 
 @dataclass(frozen=True)
