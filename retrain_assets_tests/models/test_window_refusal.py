@@ -44,6 +44,14 @@ def refused_by_the_machine(world, customer: str) -> tuple[str, str]:
     return p.run_key, p.reason
 
 
+def published_then_refused(world, customer: str, days: list[dt.date]) -> str:
+    """Add the customer, publish `days`, launch its training; return the machine's reason."""
+    world.instance.add_dynamic_partitions(CUSTOMERS.name, [customer])
+    publish_feature_range(world.instance, days[0], days[-1])
+    refusal(world, customer)
+    return refused_by_the_machine(world, customer)[1]
+
+
 def test_a_window_in_the_future_is_refused_before_anything_starts(model_world):
     error = refusal(model_world, CUSTOMER, first_day="2025-03-01", last_day="2025-03-20")
     assert (
@@ -84,10 +92,7 @@ def test_a_holdout_with_rows_for_only_one_store_is_refused(model_world):
         path = landing / spec.name / f"{day.isoformat()}.csv"
         frame = pd.read_csv(path)
         frame[frame["store_id"] != "S002"].to_csv(path, index=False)
-    model_world.instance.add_dynamic_partitions(CUSTOMERS.name, [spec.name])
-    publish_feature_range(model_world.instance, days[0], days[-1])
-    refusal(model_world, spec.name)
-    _, reason = refused_by_the_machine(model_world, spec.name)
+    reason = published_then_refused(model_world, spec.name, days)
     assert (
         "holdout 2025-02-13 .. 2025-02-19 has too few rows for 1 of 2 store(s) (S002: 0; "
         "needs >= 1 each)"
@@ -105,10 +110,7 @@ def test_the_evidence_gate_refuses_a_one_store_customer_before_any_gpu_job(
     spec = TenantSpec("solo-us", "US", stores=1, items=3, seed=5)
     days = [START + dt.timedelta(days=i) for i in range(DAYS)]
     land_tenant(str(model_world.home / "landing"), spec, days)
-    model_world.instance.add_dynamic_partitions(CUSTOMERS.name, [spec.name])
-    publish_feature_range(model_world.instance, days[0], days[-1])
-    refusal(model_world, spec.name)
-    _, reason = refused_by_the_machine(model_world, spec.name)
+    reason = published_then_refused(model_world, spec.name, days)
     assert (
         "not enough evidence: the evidence gate (RETRAIN_GATE_RULE=evidence) would answer: the "
         "holdout has 1 store(s) with rows; a bootstrap over one store's 7 days cannot speak for a "
@@ -125,10 +127,7 @@ def test_the_evidence_gate_refuses_a_holdout_shorter_than_its_windows(model_worl
     spec = TenantSpec("late-us", "US", stores=2, items=3, seed=6)
     days = [START + dt.timedelta(days=i) for i in range(DAYS)]
     land_tenant(str(model_world.home / "landing"), spec, days[:-3])
-    model_world.instance.add_dynamic_partitions(CUSTOMERS.name, [spec.name])
-    publish_feature_range(model_world.instance, days[0], days[-1])
-    refusal(model_world, spec.name)
-    _, reason = refused_by_the_machine(model_world, spec.name)
+    reason = published_then_refused(model_world, spec.name, days)
     assert (
         "not enough evidence: the evidence gate (RETRAIN_GATE_RULE=evidence) would answer: the "
         "holdout 2025-02-06 .. 2025-02-16 is shorter than 2 window(s) of 7 days (from 2025-02-03)"
