@@ -249,7 +249,7 @@ def _print_ready(server: PostgresServer) -> None:
 
 
 def _start_and_watch(
-    supervisor: Supervisor, stop: StopRequests, dagster_yaml: Path, socket_folder: Path, demo: bool
+    supervisor: Supervisor, stop: StopRequests, dagster_yaml: Path, sockets: Path, demo: bool
 ) -> int:
     """Start the platform and keep it running until a stop is requested.
 
@@ -257,7 +257,7 @@ def _start_and_watch(
     in a short window (see `RestartPolicy`) ends `up` with ChildFailed.
     """
     folders = prepare_dagster_home(dagster_yaml)
-    code_server_socket = socket_folder / SOCKET_NAME
+    code_server_socket = sockets / SOCKET_NAME
     workspace = write_workspace(folders.home, code_server_socket)
     server = _prepare_databases()
     demo_on = start_demo(demo and not stop.requested, server.database_url("app"), _say)
