@@ -22,6 +22,13 @@ from retrain_assets_tests.support.databases import (
 from retrain_assets_tests.support.early_stop import SHARED_PLATFORM_LIFE
 from retrain_assets_tests.support.mlflow_server import running_mlflow
 from retrain_assets_tests.support.platform import RunningPlatform, running_platform
+from retrain_assets_tests.support.platform_ledger import (
+    LEDGER,
+    WORKER_OUTPUT_KEY,
+    PlatformEntry,
+    entries_from_json,
+    print_summary,
+)
 from retrain_assets_tests.support.worker_groups import assign_groups, check_groups_reached_xdist
 from retrain_assets_tests.ui.browser import Journey, journey_on, launch_chromium
 
@@ -67,6 +74,30 @@ def pytest_xdist_node_collection_finished(node: WorkerController, ids: list[str]
     """Refuse to run `--dist loadgroup` when a worker's tests came back without their groups."""
     if node.config.getoption("dist", default="no") == "loadgroup":
         check_groups_reached_xdist(ids)
+
+
+# The platforms the workers started, handed over as each worker finished (support/platform_ledger)
+WORKER_PLATFORMS: list[PlatformEntry] = []
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """In a pytest-xdist worker: hand this worker's platform ledger to the controller."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput[WORKER_OUTPUT_KEY] = LEDGER.to_json()
+
+
+def pytest_testnodedown(node: WorkerController, error: object) -> None:
+    """In the controller: keep what a finished worker's ledger says."""
+    ledger = getattr(node, "workeroutput", {}).get(WORKER_OUTPUT_KEY)
+    if ledger:
+        WORKER_PLATFORMS.extend(entries_from_json(ledger))
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Print how many whole platforms the session started and each one's time (issue 36)."""
+    if getattr(terminalreporter.config, "workeroutput", None) is None:  # not inside a worker
+        print_summary(terminalreporter, [*WORKER_PLATFORMS, *LEDGER.entries])
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +19,7 @@ import requests
 
 from retrain_assets.runtime.environment import repo_file
 from retrain_assets.store.server import libpq_url, with_database
+from retrain_assets_tests.support.platform_ledger import LEDGER
 from retrain_assets_tests.support.processes import free_port, serving_process
 from retrain_assets_tests.support.waiting import patience, wait_for_line
 
@@ -94,6 +95,7 @@ class RunningPlatform:
     home: Path
     output: Path
     server_url: str
+    stopped: Callable[[], None] = lambda: None  # told when `stop` has ended `up`
 
     def graphql(self, query: str, variables: dict | None = None) -> dict:
         """Query this platform's webserver."""
@@ -143,7 +145,9 @@ class RunningPlatform:
     def stop(self) -> int:
         """SIGTERM `up` and return its exit code."""
         self.process.send_signal(signal.SIGTERM)
-        return self.process.wait(timeout=STOP_SECONDS)
+        code = self.process.wait(timeout=STOP_SECONDS)
+        self.stopped()
+        return code
 
 
 @contextlib.contextmanager
@@ -156,6 +160,7 @@ def running_platform(
     `args` are added to its command line (e.g. `--no-demo`).
     """
     home, port, output = tmp_path / "home", free_port(), tmp_path / "up.out"
+    entry = LEDGER.started()
     with output.open("wb") as out:
         process = subprocess.Popen(
             [*UP, *args],
@@ -170,8 +175,9 @@ def running_platform(
             assert process.poll() is None, f"up exited {process.returncode}:\n{output.read_text()}"
             assert time.monotonic() < deadline, f"up never became ready:\n{output.read_text()}"
             time.sleep(0.5)
+        entry.ready()
         server_url = wait_for_line(r"^\s+Postgres\s+(\S+)$", output).group(1)
-        platform = RunningPlatform(process, port, home, output, server_url)
+        platform = RunningPlatform(process, port, home, output, server_url, entry.stopped)
         children = platform.children()
         yield platform
     finally:
@@ -185,6 +191,7 @@ def running_platform(
         for child in children:
             with contextlib.suppress(psutil.NoSuchProcess):
                 child.kill()
+        entry.stopped()
 
 
 WEBSERVER = str(Path(sys.executable).parent / "dagster-webserver")
