@@ -8,7 +8,10 @@ non-terminal state without a tick advancing it:
 - POLL_JOB: batched status calls, 5,000 polls a slice, each slice's asked while the one
   before is advanced; a poll whose job is still queued or running is one SQL-recorded visit
   (`State.known_wait`), a failed job is resubmitted by the machine within its budget, a
-  succeeded one moves on to the hand-off;
+  succeeded one moves on to the hand-off; a batch that fails is judged by
+  `machines/outage.classify`: a service that cannot be reached is an outage (recorded once,
+  then left alone), any other failure (a 401, a 500 with a body, an answer that does not parse)
+  is a failed poll on every machine it concerned, with its text, spending their visits;
 - AWAIT_CANDIDATE / AWAIT_GATE: the hand-off (`automation/handoff.py`): the candidate run is
   requested as `candidate-<run key>-<attempt>`, requested again with the next attempt when it
   failed or was cancelled, and the machine ends DONE once the verdict (and on a pass the
@@ -45,8 +48,10 @@ from retrain_assets.machines.engine import AdvanceResult, advance_many
 from retrain_assets.machines.handoff import HANDOFF_STATES, FactsByCustomer, request_key
 from retrain_assets.machines.observations import transition_observations
 from retrain_assets.machines.outage import (
-    SERVICE_DOWN,
+    STATUS_FAILED,
     ServiceDown,
+    StatusFailure,
+    classify,
     needs_outage_visit,
     outage_limit_seconds,
 )
@@ -139,7 +144,11 @@ def _tick(
 
 
 class _StatusesFailed(Exception):
-    """The GPU service did not answer a status batch: the polls not yet advanced wait."""
+    """A status batch failed: `failure` says whether as an outage or as a failed call."""
+
+    def __init__(self, failure: StatusFailure) -> None:
+        super().__init__(failure.error)
+        self.failure = failure
 
 
 def _statuses_ahead(
@@ -170,7 +179,7 @@ def _statuses_ahead(
             try:
                 jobs = pending.result()
             except Exception as err:
-                raise _StatusesFailed(str(err)) from err
+                raise _StatusesFailed(classify(err, dt.datetime.now(dt.UTC))) from err
             more = index + 1 < len(slices) and time.monotonic() < deadline
             if more:
                 pending = pool.submit(ask, slices[index + 1])
@@ -227,25 +236,19 @@ def _advance_due(
     advance(others, FactsByCustomer(facts), {})
     jobs: dict[str, Job] = {}
     unasked = 0
+    problem = None
     try:
         for part, batch in _statuses_ahead(gpu_service, polling, deadline):
             jobs.update(batch)
             succeeded = [p for p in part if _succeeded(batch.get(str(p.payload[JOB_ID])))]
             facts.update(handoff_facts(context.instance, db_url, succeeded))
             advance(part, FactsByCustomer(facts), batch)
-    except _StatusesFailed as err:  # the service is down: polls wait, hand-offs still move
-        # an outage's first tick is a recorded visit of each poll (a history row, last_error),
-        # the rest of it leaves them alone: their budget is not spent a tick at a time
-        down = ServiceDown(dt.datetime.now(dt.UTC), str(err))
+    except _StatusesFailed as err:  # polls record the failure; hand-offs still move
         left = [p for p in polling if p.customer not in results]
-        limit = outage_limit_seconds()
-        told = [p for p in left if needs_outage_visit(p.payload, down.at, limit)]
-        advance(told, FactsByCustomer(facts), {SERVICE_DOWN: down})
+        told, problem = _status_failed(err.failure, left)
+        advance(told, FactsByCustomer(facts), {STATUS_FAILED: err.failure})
         unasked = len(left) - len(told)
-        context.log.error(
-            f"GPU service unreachable, {unasked} poll(s) wait, {len(told)} outage(s) recorded"
-            f" on the machine: {err}"
-        )
+        context.log.error(problem)
     final = {p.customer: p for p in pointers}
     for customer, result in results.items():
         if result.error is not None:
@@ -274,13 +277,37 @@ def _advance_due(
     moves = transition_observations(
         TRAINING_JOB, machine, {p.customer: p.state for p in chosen}, results, progress
     )
-    context.log.info(
+    summary = (
         f"{len(pointers)} unfinished, {len(chosen)} due, {len(jobs)} statuses, "
         f"{sum(p.state in HANDOFF_STATES for p in chosen)} in the hand-off, "
         f"{len(requests)} candidate run(s) requested, "
         f"{advanced} advanced, {len(chosen) - len(results) - unasked} deferred to the next tick"
     )
-    return dg.SensorResult(run_requests=requests, asset_events=moves)
+    context.log.info(summary)
+    # a tick without run requests is "skipped" on the Automation page, its reason in the list
+    skipped = None if requests else "; ".join(filter(None, [problem, summary]))
+    return dg.SensorResult(run_requests=requests, skip_reason=skipped, asset_events=moves)
+
+
+def _status_failed(failure: StatusFailure, left: list[Pointer]) -> tuple[list[Pointer], str]:
+    """Return the polls a failed status batch visits, and the words for the tick.
+
+    An outage's first tick is a recorded visit of each poll (a history row, `last_error`); the
+    rest of it leaves them alone, their budget unspent. Any other failure (an error answer, an
+    answer that does not parse, a client bug) visits every poll: each records it with its text
+    and spends the visit, as a poll that failed alone does.
+    """
+    if isinstance(failure, ServiceDown):
+        limit = outage_limit_seconds()
+        told = [p for p in left if needs_outage_visit(p.payload, failure.at, limit)]
+        return told, (
+            f"GPU service unreachable, {len(left) - len(told)} poll(s) wait, {len(told)} "
+            f"outage(s) recorded on the machine: {failure.error}"
+        )
+    return left, (
+        f"GPU status call failed (not an outage), recorded as a failed poll on {len(left)} "
+        f"machine(s): {failure.error}"
+    )
 
 
 def _succeeded(job: Job | None) -> bool:

@@ -8,6 +8,11 @@ outage leave the run alone (the sensor does not visit it), the first poll that r
 service again writes a row saying so and clears the error. What bounds a very long outage is
 time, not visits: past RETRAIN_GPU_OUTAGE_LIMIT_SECONDS (default one day) the next visit ends
 the run FAILED with the outage's start (see docs/decisions.md).
+
+Only an absent service is an outage. A status call that gets an answer the platform cannot
+use (a 401 for a refused token, a 404, a 500 with a body, an answer that does not parse) or
+that breaks in the client is a failed poll like any other: recorded with its text, spending a
+POLL_JOB visit. `classify` is the one rule, for the sensor's batch and for a single poll alike.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 UNREACHABLE_SINCE = "unreachable_since"  # payload: ISO time of the outage's first failed poll
-SERVICE_DOWN = "__training_service_down__"  # prefetched: the sensor's status batch failed
+STATUS_FAILED = "__status_call_failed__"  # prefetched: the batch's failure, as `classify` saw it
 OUTAGE_LIMIT = "RETRAIN_GPU_OUTAGE_LIMIT_SECONDS"
 _UNREACHABLE_STATUSES = frozenset({502, 503, 504})
 
@@ -30,6 +35,30 @@ class ServiceDown:
 
     at: dt.datetime
     error: str
+
+
+@dataclass(frozen=True)
+class StatusUnread:
+    """What a caller saw: the status call failed at `at` for a reason that is not an outage.
+
+    The service (or the client) answered something that is not a status: the poll fails with
+    `error` and spends its visit, as any failed transition does.
+    """
+
+    at: dt.datetime
+    error: str
+
+
+StatusFailure = ServiceDown | StatusUnread
+
+
+def classify(error: Exception, at: dt.datetime) -> StatusFailure:
+    """Return what a failed status call means: an outage (`ServiceDown`) or a failed poll.
+
+    `error`'s type and message are kept as the text the machine records (`Type: message`).
+    """
+    text = f"{type(error).__name__}: {error}"
+    return ServiceDown(at, text) if is_unreachable(error) else StatusUnread(at, text)
 
 
 def outage_limit_seconds() -> float:
@@ -52,7 +81,9 @@ def is_unreachable(error: BaseException) -> bool:
     """Return True for an error that says the service is away (no answer, 502/503/504).
 
     The HTTP client reports no answer as `GpuServiceError` with status None; other clients
-    (the tests' fake) raise `ConnectionError`/`TimeoutError`. A 404 or a 422 is an answer.
+    (the tests' fake) raise `ConnectionError`/`TimeoutError`; the Slurm client sets status None
+    when slurmctld cannot be asked. A 401, a 404, a 422, a 500 with a body, an answer that does
+    not parse and any other exception are not: the service is there, the call failed.
     """
     status = getattr(error, "status", "absent")
     if status != "absent" and (status is None or status in _UNREACHABLE_STATUSES):

@@ -37,11 +37,12 @@ from retrain_assets.machines.handoff import (
     await_gate,
 )
 from retrain_assets.machines.outage import (
-    SERVICE_DOWN,
+    STATUS_FAILED,
     UNREACHABLE_SINCE,
     ServiceDown,
+    StatusUnread,
+    classify,
     fmt,
-    is_unreachable,
     outage_limit_seconds,
     unreachable_since,
 )
@@ -147,27 +148,30 @@ def wait_note(job: Job) -> str | None:
 def poll_job(ctx: Ctx, *, outage_limit: float = 86400.0) -> Step:
     """Check the job, from the caller's batched statuses when given; yield while it runs.
 
-    A service that cannot be reached (the caller's batch failed, or this call did) is an
-    outage, recorded on its first poll and ended past `outage_limit` seconds (`_service_down`);
-    the first poll that reaches it again says so and clears the pointer's error.
+    A status call that failed (the caller's batch, or this call) is judged by `classify`: a
+    service that cannot be reached is an outage, recorded on its first poll and ended past
+    `outage_limit` seconds (`_service_down`); any other failure (an error answer, an answer
+    that does not parse, a client bug) is a failed poll with its text, spending the visit.
+    The first poll that reaches the service again says so and clears the outage.
     """
     job_id = ctx.payload[JOB_ID]
-    down = ctx.prefetched.get(SERVICE_DOWN)
+    failed = ctx.prefetched.get(STATUS_FAILED)
     job = ctx.prefetched.get(job_id)
-    if not isinstance(down, ServiceDown) and not isinstance(job, Job):
+    if not isinstance(failed, ServiceDown | StatusUnread) and not isinstance(job, Job):
         try:
             job = ctx.services.gpu.get(job_id)
         except Exception as err:
-            if not is_unreachable(err):
-                raise
-            down = ServiceDown(dt.datetime.now(dt.UTC), f"{type(err).__name__}: {err}")
-    if isinstance(down, ServiceDown):
-        return _service_down(ctx, down, outage_limit)
-    assert isinstance(job, Job)
+            failed = classify(err, dt.datetime.now(dt.UTC))
+    if isinstance(failed, ServiceDown):
+        return _service_down(ctx, failed, outage_limit)
     back = _back_after_outage(ctx.payload)
+    if isinstance(failed, StatusUnread):
+        step = _status_unread(job_id, failed)
+    else:
+        assert isinstance(job, Job)
+        step = _poll_step(job)
     if back is None:
-        return _poll_step(job)
-    step = _poll_step(job)
+        return step
     note = f"{back}; {step.error or step.note}"
     return Step(
         ok=step.ok,
@@ -178,6 +182,11 @@ def poll_job(ctx: Ctx, *, outage_limit: float = 86400.0) -> Step:
         error=step.error,
         clear_error=step.ok,
     )
+
+
+def _status_unread(job_id: object, failed: StatusUnread) -> Step:
+    """Fail the poll with what the status call got: an answer, not an outage."""
+    return Step.failure(f"status of job {job_id} not read (not an outage): {failed.error}")
 
 
 def _poll_step(job: Job) -> Step:

@@ -30,7 +30,12 @@ from retrain_assets.gpu.service.config import (
     default_data_dir,
     service_token,
 )
-from retrain_assets.gpu.service.faults import OUTAGE_PATH, InjectedOutage, OutageWindow
+from retrain_assets.gpu.service.faults import (
+    ANSWER_PATH,
+    OUTAGE_PATH,
+    InjectedOutage,
+    OutageWindow,
+)
 from retrain_assets.gpu.service.http_errors import (
     DATABASE_ERRORS,
     database_unavailable,
@@ -131,7 +136,7 @@ def create_app(
 
 
 def _install_outage_fault(app: FastAPI, token: str) -> None:
-    """Add `POST /faults/outage` and the middleware it drives (a service with allow_faults)."""
+    """Add `POST /faults/outage`, `POST /faults/answer` and their middleware (allow_faults)."""
     window = OutageWindow()
     app.add_middleware(InjectedOutage, window=window)
 
@@ -140,6 +145,20 @@ def _install_outage_fault(app: FastAPI, token: str) -> None:
         """Make every call but /healthz answer 503 for `seconds` (tests of the outage path)."""
         window.start(seconds)
         return {"outage_seconds": seconds}
+
+    @app.post(ANSWER_PATH, tags=["faults"], dependencies=[Depends(require_token(token))])
+    def start_answer(
+        seconds: float = Body(..., gt=0, le=3600),
+        status: int = Body(..., ge=200, le=599),
+        body: str = Body(..., max_length=10_000),
+    ) -> dict[str, Any]:
+        """Make every call but /healthz answer `status` with `body` (text) for `seconds`.
+
+        The answers the platform must record as errors, not as an outage: a 401, a 500 with a
+        body, a 200 that does not parse.
+        """
+        window.start(seconds, status, body)
+        return {"answer_seconds": seconds, "status": status}
 
 
 class LostOwnership(Exception):

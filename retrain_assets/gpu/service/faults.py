@@ -3,7 +3,10 @@
 Only a service started with `allow_faults` accepts specs that carry faults, and a fault fires
 only on the attempts it lists: a resubmission (the next attempt) then runs clean and shows
 that training resumed from the checkpoint instead of starting over. Such a service also takes
-`POST /faults/outage {"seconds": N}`: every call but /healthz answers 503 for N seconds.
+`POST /faults/outage {"seconds": N}`: every call but /healthz answers 503 for N seconds, and
+`POST /faults/answer {"seconds": N, "status": S, "body": "..."}`: every call but /healthz
+answers S with that text for N seconds (a refused token, a 500 with a body, an answer that
+does not parse: what the platform must not mistake for an outage).
 """
 
 from __future__ import annotations
@@ -56,19 +59,26 @@ class FaultPlan:
 
 
 OUTAGE_PATH = "/faults/outage"
-_OUTAGE_EXEMPT = frozenset({"/healthz", OUTAGE_PATH})
+ANSWER_PATH = "/faults/answer"
+_OUTAGE_EXEMPT = frozenset({"/healthz", OUTAGE_PATH, ANSWER_PATH})
 
 
 class OutageWindow:
-    """When an injected outage ends (`POST /faults/outage` sets it, `InjectedOutage` reads it)."""
+    """When an injected outage ends and what it answers (the fault routes set it).
+
+    `body` None is the outage's own JSON 503; a text is answered as it is, with `status`.
+    """
 
     def __init__(self) -> None:
         self.until = 0.0  # time.monotonic() the outage ends at
+        self.status = 503
+        self.body: str | None = None
 
-    def start(self, seconds: float) -> None:
-        """Answer 503 to every call (but /healthz and this fault's own) for `seconds`."""
+    def start(self, seconds: float, status: int = 503, body: str | None = None) -> None:
+        """Answer `status` (and `body`) to every call but /healthz and the faults' for `seconds`."""
         self.until = time.monotonic() + seconds
-        log.warning("injected outage: every call answers 503 for %.1f s", seconds)
+        self.status, self.body = status, body
+        log.warning("injected fault: every call answers %d for %.1f s", status, seconds)
 
     def left(self) -> float:
         """Return the seconds the outage still lasts (<= 0: none)."""
@@ -76,11 +86,12 @@ class OutageWindow:
 
 
 class InjectedOutage:
-    """A service-wide outage a test asks for: every call but /healthz answers 503 for a while.
+    """A service-wide fault a test asks for: every call but /healthz answers 503 for a while.
 
     The platform's client sees what it sees when the service's database is away (503 after
     its retries), so the training machine's outage handling runs against the real service.
-    Only a service started with `allow_faults` installs it (`app.create_app`).
+    With a `body`, every call gets that answer instead (`POST /faults/answer`). Only a service
+    started with `allow_faults` installs it (`app.create_app`).
     """
 
     def __init__(self, app: ASGIApp, window: OutageWindow) -> None:
@@ -93,13 +104,17 @@ class InjectedOutage:
         if scope["type"] != "http" or left <= 0 or scope["path"] in _OUTAGE_EXEMPT:
             await self.app(scope, receive, send)
             return
-        body = json.dumps({"detail": f"injected outage: unavailable for {left:.1f} s"}).encode()
+        if self.window.body is None:
+            detail = {"detail": f"injected outage: unavailable for {left:.1f} s"}
+            body, kind = json.dumps(detail).encode(), b"application/json"
+        else:
+            body, kind = self.window.body.encode(), b"text/plain; charset=utf-8"
         await send(
             {
                 "type": "http.response.start",
-                "status": 503,
+                "status": self.window.status,
                 "headers": [
-                    (b"content-type", b"application/json"),
+                    (b"content-type", kind),
                     (b"content-length", str(len(body)).encode()),
                 ],
             }

@@ -7,9 +7,12 @@ folder, and its own run keys, so the jobs of one never meet another's.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import json
+import os
+import shutil
 import subprocess
 import uuid
 from collections.abc import Callable, Iterator
@@ -19,22 +22,28 @@ import dagster as dg
 import pytest
 
 from retrain_assets import settings
+from retrain_assets.automation.gpu_job_poller import gpu_job_poller
 from retrain_assets.customers import CUSTOMERS
 from retrain_assets.demo.simulate import land_tenant
+from retrain_assets.features.parquet_store import PartitionStorage
 from retrain_assets.gpu.backends import slurm_backend
 from retrain_assets.gpu.protocol import Job, JobStatus
 from retrain_assets.gpu.slurm.backend import ArtifactMissing, SlurmBackend
-from retrain_assets.gpu.slurm.cluster import SlurmCluster
+from retrain_assets.gpu.slurm.cluster import OPENAPI_PLUGIN, SlurmCluster
 from retrain_assets.gpu.slurm.cluster_config import PARTITION
 from retrain_assets.gpu.slurm.job_files import BadRunKey, JobFiles, job_name
 from retrain_assets.gpu.slurm.rest import SlurmRestError
+from retrain_assets.machines import advance
 from retrain_assets.machines.outage import is_unreachable
 from retrain_assets.machines.store import history, pointer
+from retrain_assets.machines.training import start_training, training_machine
 from retrain_assets.models.candidates import CandidateTable
 from retrain_assets.models.model_candidate_asset import model_candidate
+from retrain_assets.models.resources import GpuServiceResource, training_services
 from retrain_assets.models.run_key import code_commit
 from retrain_assets.models.training_job_asset import training_job
 from retrain_assets.settings import storage_root
+from retrain_assets.store.resource import ProjectDatabase
 from retrain_assets_tests.gpu.service_process import training_spec
 from retrain_assets_tests.models.flow import (
     CUSTOMER,
@@ -386,3 +395,91 @@ def test_slurmd_killed_mid_training_the_job_is_requeued_and_resumes_its_checkpoi
     assert result["resumed_from_round"] >= 10  # the checkpoint, not round 0
     assert result["sha256"] == baseline_sha256  # and the same model as an uninterrupted run
     assert done.attempt == 1 and slurm_jobs_of(slurm, key) == [slurm_id]  # no resubmission
+
+
+@contextlib.contextmanager
+def another_slurmrestd(cluster: SlurmCluster, *options: str) -> Iterator[str]:
+    """Run a second slurmrestd on the cluster with these options; yield its `unix://` URL."""
+    socket = cluster.paths.root / f"slurmrestd-{uuid.uuid4().hex[:8]}.socket"
+    sbin = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
+    binary = shutil.which("slurmrestd", path=sbin)
+    assert binary is not None, "slurmrestd is not installed"
+    process = subprocess.Popen(
+        [binary, *options, f"unix:{socket}"],
+        env=cluster.env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_until(lambda: socket.exists() or process.poll() is not None, 30, "slurmrestd")
+        assert process.poll() is None, f"slurmrestd {options} exited with {process.returncode}"
+        yield f"unix://{socket}"
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def poller_tick(db: str, instance: dg.DagsterInstance) -> str:
+    """Evaluate `gpu_job_poller` on the backend the environment names; return its skip reason."""
+    resources = {
+        "project_db": ProjectDatabase(url=db),
+        "gpu_service": GpuServiceResource(timeout_seconds=30),
+        "partition_storage": PartitionStorage(),
+    }
+    result = gpu_job_poller(dg.build_sensor_context(instance=instance, resources=resources))
+    assert not result.run_requests and result.skip_reason is not None
+    return result.skip_reason.skip_message
+
+
+def test_a_refused_token_and_a_plugin_not_served_fail_the_poll_and_no_socket_is_an_outage(
+    slurm: SlurmBackend,
+    slurm_cluster: SlurmCluster,
+    app_db: str,
+    dagster_instance: dg.DagsterInstance,
+    dataset: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """slurmrestd's 401 (rest_auth/jwt, expired token) and 404 are answers, not an outage."""
+    monkeypatch.setenv("RETRAIN_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("RETRAIN_TRAINING_BACKEND", "slurm")
+    monkeypatch.setenv("RETRAIN_SLURM_STORAGE", str(slurm.storage))
+    held = SlurmBackend(slurm.rest, slurm.storage, dataclasses.replace(slurm.options, hold=True))
+    start_training(app_db, "acme", new_key(), training_spec(dataset))  # held: never trains
+    advance(app_db, training_machine(), "acme", training_services(app_db, held, storage_root()))
+    polled = pointer(app_db, "training", "acme")
+    assert polled is not None and polled.state == "POLL_JOB"
+    job_id, visits = str(polled.payload["job_id"]), polled.visits["POLL_JOB"]
+    not_read = f"status of job {job_id} not read (not an outage): SlurmRestError: slurmrestd GET"
+    try:
+        answers = [
+            (("-a", "rest_auth/jwt", "-s", OPENAPI_PLUGIN), "expired.jwt.token", "401"),
+            (("-a", "rest_auth/local", "-s", "openapi/v0.0.37"), None, "404"),
+        ]
+        for spent, (options, token, status) in enumerate(answers, start=1):
+            with another_slurmrestd(slurm_cluster, *options) as url:
+                monkeypatch.setenv("RETRAIN_SLURM_URL", url)
+                if token:
+                    monkeypatch.setenv("RETRAIN_SLURM_TOKEN", token)
+                    monkeypatch.setenv("RETRAIN_SLURM_USER", "root")
+                said = poller_tick(app_db, dagster_instance)
+                monkeypatch.delenv("RETRAIN_SLURM_TOKEN", raising=False)
+            p = pointer(app_db, "training", "acme")
+            assert p is not None and p.last_error is not None
+            assert p.last_error.startswith(f"{not_read} /jobs -> {status}: "), p.last_error
+            assert p.visits["POLL_JOB"] == visits + spent and "unreachable_since" not in p.payload
+            assert said.startswith("GPU status call failed (not an outage)"), said
+            assert f"SlurmRestError: slurmrestd GET /jobs -> {status}: " in said
+        words = history(app_db, "training", "acme")[-2:]
+        assert "'Authentication failure'" in (words[0].error or "")
+        assert "'Unable find requested URL." in (words[1].error or "")
+
+        monkeypatch.setenv("RETRAIN_SLURM_URL", f"unix://{tmp_path / 'nobody.socket'}")
+        said = poller_tick(app_db, dagster_instance)
+        p = pointer(app_db, "training", "acme")
+        assert p is not None and (p.last_error or "").startswith(
+            "training service unreachable since "
+        )
+        assert said.startswith("GPU service unreachable, 0 poll(s) wait, 1 outage(s)"), said
+    finally:
+        slurm.cancel(job_id)
