@@ -21,6 +21,11 @@ Target = CheckTarget  # the materialization an evaluation is aimed at
 SEVERITY = {"warn": dg.AssetCheckSeverity.WARN, "error": dg.AssetCheckSeverity.ERROR}
 
 
+def severity_of(verdict: Freshness) -> dg.AssetCheckSeverity:
+    """Return the check's severity for a verdict (a passed one's too: Dagster records it)."""
+    return SEVERITY.get(verdict.severity, dg.AssetCheckSeverity.WARN)
+
+
 def check_evaluation(verdict: Freshness, target: Target | None = None) -> dg.AssetCheckEvaluation:
     """Return the verdict as an evaluation of this check on the customer's partition.
 
@@ -31,7 +36,7 @@ def check_evaluation(verdict: Freshness, target: Target | None = None) -> dg.Ass
         asset_key=DEPLOYED_MODEL,
         check_name=CHECK_NAME,
         passed=verdict.passed,
-        severity=SEVERITY.get(verdict.severity, dg.AssetCheckSeverity.WARN),
+        severity=severity_of(verdict),
         description=verdict.reason,
         metadata=verdict.metadata(),
         partition=verdict.customer,
