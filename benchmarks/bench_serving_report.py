@@ -6,8 +6,11 @@ for every customer a champion as the platform records one (a passing `beats_cham
 verdict, a decision, a promoted rollout, a champion move, a serving route) trained on the days
 up to a week ago. Timed, as the sensor's tick runs them:
 - judge: `judge_freshness` for all N customers (the grouped queries and the verdicts);
-- first report: `report_events` with nothing reported yet (every champion materialized);
-- steady report: the same verdicts once all were reported (nothing to say: the usual tick).
+- first report: what Dagster does not show when it shows nothing yet (every champion
+  materialized, every verdict to report: `unmaterialized`, `unreported`);
+- steady report: the same verdicts once Dagster shows all of them (nothing to say: the usual
+  tick). What Dagster shows is built in memory as `shown()` returns it: the event log's
+  queries behind `shown()` are not timed here.
 CPU seconds of this process are printed beside wall time (the queries' work is the server's).
 
     .venv/bin/python benchmarks/bench_serving_report.py
@@ -89,8 +92,11 @@ def timed(work):
 
 
 def run_size(server, n: int) -> dict:
-    from retrain_assets.automation.serving_report import report_events
+    from retrain_assets.automation.serving_report import materialization
+    from retrain_assets.dagster_private import CheckTarget
     from retrain_assets.models.freshness import judge_freshness
+    from retrain_assets.models.freshness_check import check_evaluation
+    from retrain_assets.models.freshness_report import Shown, unmaterialized, unreported
     from retrain_assets.store.server import ensure_database
 
     os.environ["RETRAIN_DB_PREFIX"] = f"bs{uuid.uuid4().hex[:8]}_"
@@ -98,12 +104,25 @@ def run_size(server, n: int) -> dict:
     names = [f"c{i:06d}" for i in range(n)]
     seed(url, names)
     verdicts, judge, judge_cpu = timed(lambda: judge_freshness(url, names))
-    (_, rows), first, _ = timed(lambda: report_events(verdicts, {}))
-    reported = {c: (move, None) for c, move, _ in rows}
-    (_, rows), _, _ = timed(lambda: report_events(verdicts, reported))  # the verdicts
-    reported.update({c: (move, text) for c, move, text in rows})
-    (quiet, _), steady, _ = timed(lambda: report_events(verdicts, reported))
-    assert not quiet, "a steady tick reported something"
+
+    def say(now: dict) -> tuple[list, list[str]]:
+        moved = unmaterialized(verdicts, now)
+        events = [materialization(c, s) for c in moved if (s := verdicts[c].serving)]
+        return events, unreported(verdicts, now)
+
+    (_events, stale), first, _ = timed(lambda: say({}))
+    assert len(stale) == n, "a first tick left a verdict unsaid"
+    shown = {}
+    for i, customer in enumerate(names):
+        target = CheckTarget(storage_id=i + 1, run_id="", timestamp=0.0)
+        serving = verdicts[customer].serving
+        shown[customer] = Shown(
+            materialization=target,
+            move_id=serving.move_id if serving else None,
+            evaluation=check_evaluation(verdicts[customer], target),
+        )
+    (quiet, still), steady, _ = timed(lambda: say(shown))
+    assert not quiet and not still, "a steady tick reported something"
     severities = {v.severity for v in verdicts.values()}
     return {
         "n": n,

@@ -29,6 +29,7 @@ from retrain_assets.models.deployed_model_asset import deployed_model
 from retrain_assets.models.deployment_audit_check import deployments_match_decisions
 from retrain_assets.models.deployment_decision_asset import deployment_decision
 from retrain_assets.models.freshness_check import serving_model_fresh
+from retrain_assets.models.freshness_report import serving_freshness_job
 from retrain_assets.models.model_candidate_asset import model_candidate
 from retrain_assets.models.registered_model_asset import registered_model
 from retrain_assets.models.resources import GpuServiceResource
@@ -73,6 +74,7 @@ def build_definitions() -> dg.Definitions:
                 executor_def=dg.in_process_executor,
             ),
             approve_drift_retraining,
+            serving_freshness_job,
             dg.define_asset_job(
                 DEPLOY_JOB,
                 selection=dg.AssetSelection.assets(deployment_decision)

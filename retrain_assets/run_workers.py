@@ -23,13 +23,13 @@ from __future__ import annotations
 import multiprocessing
 import multiprocessing.forkserver
 import os
-import sys
 from multiprocessing.context import BaseContext
+
+from retrain_assets.dagster_private import MP_CONTEXT_ATTRIBUTE, code_server_class
 
 SETTING = "RETRAIN_RUN_WORKERS"
 START_METHODS = ("forkserver", "spawn")
 PRELOAD = ("retrain_assets.definitions",)
-_SERVER_MODULE = "dagster._grpc.server"
 
 
 class InvalidRunWorkers(ValueError):
@@ -64,14 +64,14 @@ def install_run_workers() -> bool:
     server class now starts runs from the forkserver.
     """
     method = run_start_method()
-    server_module = sys.modules.get(_SERVER_MODULE)
-    if method == "spawn" or server_module is None:
+    server_class = code_server_class()
+    if method == "spawn" or server_class is None:
         return False
-    server_class = server_module.DagsterApiServer
     context = run_worker_context(method)
-    # The constructor assigns `self._mp_ctx`; a data descriptor on the class wins over the
-    # instance attribute, so the assignment is ignored and every start uses this context.
-    server_class._mp_ctx = property(lambda _server: context, lambda _server, _value: None)
+    # The constructor assigns the context to an attribute; a data descriptor on the class wins
+    # over the instance attribute, so the assignment is ignored and every start uses this one.
+    chosen = property(lambda _server: context, lambda _server, _value: None)
+    setattr(server_class, MP_CONTEXT_ATTRIBUTE, chosen)
     # Start it now: it imports the code location while the server is idle, and returns at once.
     multiprocessing.forkserver.ensure_running()
     return True

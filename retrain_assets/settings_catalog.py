@@ -125,7 +125,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "RETRAIN_SERVING_REPORT_INTERVAL_SECONDS",
         "`serving_report` tick interval: materializes `deployed_model` when a champion moves "
-        "and reports each customer's `serving_model_fresh` verdict when it changes",
+        "and requests `serving_freshness_job` when a `serving_model_fresh` verdict changed",
         "`60`",
     ),
     Setting(

@@ -14,10 +14,8 @@ from collections.abc import Iterable, Sequence
 
 import dagster as dg
 
-# Not exported at Dagster's top level in 1.13; the instance's backfill API returns these.
-from dagster._core.execution.backfill import BulkActionStatus, PartitionBackfill
-
 from retrain_assets.asset_keys import SALES, STORE_DAY_FEATURES, name_of
+from retrain_assets.dagster_private import BulkActionStatus, PartitionBackfill
 
 FEATURE_ASSETS = frozenset(name_of(key) for key in (SALES, STORE_DAY_FEATURES))
 FEATURE_JOBS = frozenset({"features_job"})  # retrain_assets.definitions.FEATURES_JOB

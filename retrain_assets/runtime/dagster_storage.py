@@ -21,11 +21,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from dagster import DagsterEventType, EventLogEntry
-from dagster._serdes import ConfigurableClassData
 from dagster_postgres import DagsterPostgresStorage, PostgresEventLogStorage
 from dagster_postgres.utils import get_token_provider_from_config, pg_url_from_config
 
+from retrain_assets.dagster_private import replace_event_log_storage, storage_engine
 from retrain_assets.runtime.pooled_connections import ping_pooled_connections
 
 # Connections beyond the held one, for concurrent threads (the daemon's sensor workers);
@@ -39,27 +38,9 @@ NO_STATEMENT_TIMEOUT = 0
 class TableCachingEventLogStorage(PostgresEventLogStorage):
     """The PostgreSQL event log, asking the catalog for a table only until it exists.
 
-    It also stores a partitioned check's second runless evaluation. Dagster 1.13.27 inserts
-    every runless evaluation as a new `asset_check_executions` row keyed (asset, check,
-    run_id "", partition) under a unique index, so the second one for a partition fails with
-    a unique violation and the sensor that reported it fails its tick (found with
-    `serving_model_fresh`, reported per customer by the `serving_report` sensor). A partitioned
-    runless evaluation here updates that partition's runless row, as an evaluation inside a
-    run updates its planned row; the event log keeps every evaluation.
+    Everything else is dagster-postgres' own: a partitioned check's evaluations are reported
+    inside runs (`models/freshness_report.py`), which Dagster's stock storage keeps.
     """
-
-    def store_asset_check_event(self, event: EventLogEntry, event_id: int | None) -> None:
-        """Store a check event; a partitioned runless evaluation replaces the partition's last."""
-        dagster_event = event.dagster_event
-        if (
-            dagster_event is not None
-            and dagster_event.event_type == DagsterEventType.ASSET_CHECK_EVALUATION
-            and not event.run_id
-            and getattr(dagster_event.event_specific_data, "partition", None) is not None
-        ):
-            self._update_asset_check_evaluation(event, event_id)  # update, else insert
-            return
-        super().store_asset_check_event(event, event_id)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._tables_present: set[str] = set()
@@ -82,25 +63,25 @@ class PooledPostgresStorage(DagsterPostgresStorage):
         self,
         postgres_url: str,
         should_autocreate_tables: bool = True,
-        inst_data: ConfigurableClassData | None = None,
+        inst_data: Any = None,  # Dagster's ConfigurableClassData, not exported
         token_provider: Any = None,
     ) -> None:
         super().__init__(postgres_url, should_autocreate_tables, inst_data, token_provider)
-        self._event_log_storage = TableCachingEventLogStorage(
+        event_log = TableCachingEventLogStorage(
             postgres_url, should_autocreate_tables, token_provider=token_provider
         )
-        for storage in (self._run_storage, self._event_log_storage, self._schedule_storage):
+        replace_event_log_storage(self, event_log)
+        for storage in (self.run_storage, self.event_log_storage, self.schedule_storage):
             storage.optimize_for_webserver(
                 statement_timeout=NO_STATEMENT_TIMEOUT,
                 pool_recycle=POOL_RECYCLE_SECONDS,
                 max_overflow=MAX_OVERFLOW,
             )
-            # the engine that call made (dagster-postgres keeps it as `_engine`; pinned version)
-            ping_pooled_connections(storage._engine)
+            ping_pooled_connections(storage_engine(storage))  # the engine that call made
 
     @classmethod
     def from_config_value(
-        cls, inst_data: ConfigurableClassData | None, config_value: Mapping[str, Any]
+        cls, inst_data: Any, config_value: Mapping[str, Any]
     ) -> PooledPostgresStorage:
         """Build it from the same config as `storage: postgres:` (URL or its parts)."""
         return cls(

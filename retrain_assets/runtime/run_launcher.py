@@ -21,8 +21,8 @@ import contextlib
 
 import dagster as dg
 import psutil
-from dagster._core.launcher import CheckRunHealthResult, WorkerStatus
-from dagster._core.launcher.default_run_launcher import DefaultRunLauncher
+
+from retrain_assets.dagster_private import CheckRunHealthResult, WorkerStatus
 
 STARTED_PROCESS = "Started process for run (pid: "
 _PID_SLACK_SECONDS = 5.0  # the worker starts a moment before it records its event
@@ -57,7 +57,7 @@ def _alive_since(pid: int, recorded_at: float) -> bool:
         return False
 
 
-class LocalRunLauncher(DefaultRunLauncher):
+class LocalRunLauncher(dg.DefaultRunLauncher):
     """DefaultRunLauncher whose run workers Dagster's run monitoring can check."""
 
     @property

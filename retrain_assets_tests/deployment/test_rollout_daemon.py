@@ -372,7 +372,7 @@ def test_a_failing_deploy_time_check_stops_the_run_and_a_later_run_alone_refuses
     assert verdict_tag(pane) == "Passed", pane.inner_text()
     assert run[:8] in pane.inner_text()  # evaluated in the refused run
     journey.shot(f"{audit} of {customer}: passed in the refused run")
-    ticks = sensor_ticks(journey, "serving_report", "0 runs requested")  # it launches none
+    ticks = sensor_ticks(journey, "serving_report", "0 runs requested")  # nothing new to report
     assert "Failure" not in ticks, ticks
     journey.shot("serving_report's ticks: none failed")
 

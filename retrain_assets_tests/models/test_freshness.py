@@ -12,11 +12,14 @@ import json
 import dagster as dg
 import pytest
 
-from retrain_assets.asset_keys import DEPLOYED_MODEL
-from retrain_assets.automation.serving_report import latest_materializations, report_events
+from retrain_assets.automation.serving_report import serving_report
+from retrain_assets.customers import CUSTOMER_PARTITIONS
 from retrain_assets.models.freshness import judge_freshness
+from retrain_assets.models.freshness_check import CHECK_KEY
+from retrain_assets.models.freshness_report import serving_freshness_job
 from retrain_assets.runtime.serving_status import serving_lines
 from retrain_assets.store.database import transaction
+from retrain_assets.store.resource import ProjectDatabase
 
 DAY0 = dt.date(2026, 3, 1)
 CUSTOMERS = ("fresh-co", "drift-co", "stale-co", "stopped-co", "new-co")
@@ -154,55 +157,116 @@ def test_a_rolled_back_challenger_and_a_failed_training_are_named(world):
     assert "its last challenger 2 was rolled back: canary WAPE 0.3 vs 0.2" in reason
 
 
-def tick(db: str, instance: dg.DagsterInstance, reported: dict) -> list:
-    """One `serving_report` tick as the daemon runs it: judge, report, store the events."""
-    verdicts = judge_freshness(db, list(CUSTOMERS))
-    events, rows = report_events(verdicts, reported, latest_materializations(instance))
-    for event in events:
+def evaluate(db: str, instance: dg.DagsterInstance) -> dg.SensorResult:
+    """Evaluate the `serving_report` sensor as the daemon does, storing nothing."""
+    context = dg.build_sensor_context(
+        instance=instance, resources={"project_db": ProjectDatabase(url=db)}
+    )
+    result = serving_report(context)
+    assert isinstance(result, dg.SensorResult)
+    return result
+
+
+def store(db: str, instance: dg.DagsterInstance, result: dg.SensorResult) -> list:
+    """Do what the daemon does with a tick: store its events, then run what it requested.
+
+    Return the check evaluations the requested report run stored.
+    """
+    for event in result.asset_events:
         instance.report_runless_asset_event(event)
-    reported.update({customer: (move, fingerprint) for customer, move, fingerprint in rows})
-    return events
+    stored = []
+    for _request in result.run_requests or []:
+        run = serving_freshness_job.execute_in_process(
+            instance=instance, resources={"project_db": ProjectDatabase(url=db)}
+        )
+        assert run.success
+        stored += [
+            e.event_specific_data
+            for e in run.all_events
+            if e.event_type == dg.DagsterEventType.ASSET_CHECK_EVALUATION
+        ]
+    return stored
 
 
-def test_a_champion_move_is_materialized_then_judged_and_each_change_said_once(
-    world, dagster_instance
-):
-    reported: dict = {}
-    first = tick(world, dagster_instance, reported)
-    materialized = [e.partition for e in first if isinstance(e, dg.AssetMaterialization)]
-    assert materialized == ["drift-co", "fresh-co", "stale-co", "stopped-co"]
-    judged = [e.partition for e in first if isinstance(e, dg.AssetCheckEvaluation)]
-    assert judged == ["new-co"]  # the others once their materialization has an id
+def said(result: dg.SensorResult) -> tuple[list[str], int]:
+    """Return the partitions a tick materializes and how many report runs it requests."""
+    return [e.partition for e in result.asset_events], len(result.run_requests or [])
 
-    second = tick(world, dagster_instance, reported)
-    by = {e.partition: e for e in second}
-    assert sorted(by) == ["drift-co", "fresh-co", "stale-co", "stopped-co"]
-    assert all(isinstance(e, dg.AssetCheckEvaluation) for e in second)
+
+def tick(db: str, instance: dg.DagsterInstance) -> list:
+    return store(db, instance, evaluate(db, instance))
+
+
+@pytest.fixture
+def customers_instance(dagster_instance: dg.DagsterInstance) -> dg.DagsterInstance:
+    dagster_instance.add_dynamic_partitions(CUSTOMER_PARTITIONS, list(CUSTOMERS))
+    return dagster_instance
+
+
+def test_a_lost_tick_is_said_again_and_a_stored_one_never(world, customers_instance):
+    instance = customers_instance
+    first = evaluate(world, instance)
+    assert said(first) == (["drift-co", "fresh-co", "stale-co", "stopped-co"], 1)
+    # the daemon died after the tick returned: nothing of it stored, so the next tick says it all
+    again = evaluate(world, instance)
+    assert said(again) == said(first)
+    assert [e.metadata for e in again.asset_events] == [e.metadata for e in first.asset_events]
+
+    judged = store(world, instance, again)
+    by = {e.partition: e for e in judged}
+    assert sorted(by) == sorted(CUSTOMERS)  # one report run: every customer's verdict
     assert by["stopped-co"].severity == dg.AssetCheckSeverity.ERROR
     assert by["stale-co"].severity == dg.AssetCheckSeverity.WARN and not by["stale-co"].passed
     assert by["fresh-co"].passed
-    latest = dagster_instance.event_log_storage.get_latest_storage_id_by_partition(
-        DEPLOYED_MODEL, dg.DagsterEventType.ASSET_MATERIALIZATION
-    )
     # aimed at the latest materialization: the UI shows the partition passed or failed
-    key = dg.AssetCheckKey(DEPLOYED_MODEL, "serving_model_fresh")
-    records = dagster_instance.event_log_storage.get_asset_check_execution_history(key, 20)
-    aimed = {r.partition: r.event.dagster_event.event_specific_data for r in records}
-    for customer, storage_id in latest.items():
-        assert aimed[customer].target_materialization_data.storage_id == storage_id
+    infos = instance.event_log_storage.get_asset_check_partition_info([CHECK_KEY])
+    assert sorted(i.partition_key for i in infos if i.is_current) == sorted(CUSTOMERS)
 
-    assert tick(world, dagster_instance, reported) == []  # nothing changed: nothing said
+    quiet = evaluate(world, instance)
+    assert said(quiet) == ([], 0)  # all stored: nothing said twice
+    assert (
+        "0 champion move(s) materialized, 0 verdict(s) to report" in quiet.skip_reason.skip_message
+    )
 
+    # a report run lost (never ran, or failed): requested again; one in flight: not again
     with transaction(world) as cur:
-        champion(cur, "stale-co", "2", trained_to=19)
-    moved = tick(world, dagster_instance, reported)
-    assert [(type(e).__name__, e.partition) for e in moved] == [
-        ("AssetMaterialization", "stale-co")
+        publish(cur, range(21, 22), {"stopped-co": 5})
+    assert said(evaluate(world, instance)) == ([], 1)
+    starting = instance.create_run_for_job(serving_freshness_job)  # NOT_STARTED: in flight
+    waiting = evaluate(world, instance)
+    assert said(waiting) == ([], 0)
+    assert "already queued or in progress" in waiting.skip_reason.skip_message
+    instance.report_run_failed(starting)  # it failed: the next tick asks again
+    assert len(tick(world, instance)) == len(CUSTOMERS)  # a day later: every verdict moved
+
+
+def test_a_partitions_second_and_third_verdicts_are_stored_and_shown(world, customers_instance):
+    instance = customers_instance
+    tick(world, instance)
+    for version, trained_to in (("2", 19), ("3", 21)):
+        with transaction(world) as cur:
+            publish(cur, range(trained_to - 1, trained_to + 1), {"stopped-co": 5})
+            champion(cur, "stale-co", version, trained_to=trained_to)
+        moved = evaluate(world, instance)
+        assert said(moved)[0] == ["stale-co"] and said(moved)[1] == 1
+        assert moved.asset_events[0].metadata["version"].value == version
+        judged = {e.partition: e for e in store(world, instance, moved)}
+        assert judged["stale-co"].passed
+        assert judged["stale-co"].metadata["serving_version"].value == version
+        assert said(evaluate(world, instance)) == ([], 0)
+
+    history = [
+        r
+        for r in instance.event_log_storage.get_asset_check_execution_history(CHECK_KEY, 50)
+        if r.partition == "stale-co"
     ]
-    assert moved[0].metadata["version"].value == "2"
-    assert moved[0].metadata["trained_to"].value == day(19).isoformat()
-    [judged] = tick(world, dagster_instance, reported)
-    assert judged.partition == "stale-co" and judged.passed
+    versions = [r.event.asset_check_evaluation.metadata["serving_version"].value for r in history]
+    assert versions == ["3", "2", "1"]  # newest first: three evaluations of one partition
+    assert len({r.run_id for r in history}) == 3  # each in its own report run
+    [info] = instance.event_log_storage.get_asset_check_partition_info(
+        [CHECK_KEY], partition_keys=["stale-co"]
+    )
+    assert info.latest_planned_run_id == history[0].run_id and info.is_current  # "3" is shown
 
 
 def test_status_prints_the_same_verdicts_and_what_waits_for_a_person(world):
