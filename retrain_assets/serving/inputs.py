@@ -136,8 +136,11 @@ def _check_row_count(count: int, max_rows: int) -> None:
         raise InvalidRequest(422, "the request has no rows")
 
 
-def _identity(value: str | int) -> str:
-    return value if isinstance(value, str) else str(value)
+def _identities(values: list[str | int]) -> list[str]:
+    """Return the identities as text (an integer identity as its decimal text)."""
+    if all(type(value) is str for value in values):
+        return values  # type: ignore[return-value]  # the common case: every one is text
+    return [value if isinstance(value, str) else str(value) for value in values]
 
 
 def _row_location(name: str, i: int) -> str:
@@ -170,8 +173,8 @@ def rows_batch(body: Any, max_rows: int) -> FeatureBatch | KeyBatch:
     except ValidationError as error:
         raise refusal(error, missing="missing feature") from None
     parsed: list[Any] = request.rows  # type: ignore[attr-defined]
-    stores = [_identity(row.store_id) for row in parsed]
-    items = [_identity(row.item_id) for row in parsed]
+    stores = _identities([row.store_id for row in parsed])
+    items = _identities([row.item_id for row in parsed])
     if by_key:
         return KeyBatch(
             stores,
@@ -182,7 +185,7 @@ def rows_batch(body: Any, max_rows: int) -> FeatureBatch | KeyBatch:
             _row_location,
         )
     features = np.array(
-        [[getattr(row, name) for name in MODEL_FEATURES] for row in parsed], dtype="float64"
+        [[row.__dict__[name] for name in MODEL_FEATURES] for row in parsed], dtype="float64"
     )
     return FeatureBatch(stores, items, [calendar_date(row.date) for row in parsed], features)
 
@@ -338,8 +341,8 @@ def infer_request(
     if missing:
         raise InvalidRequest(422, f"inputs: missing {', '.join(missing)}")
     columns, count = _columns(tensors, by_key, max_rows)
-    stores = [_identity(value) for value in columns["store_id"]]
-    items = [_identity(value) for value in columns["item_id"]]
+    stores = _identities(columns["store_id"])
+    items = _identities(columns["item_id"])
     batch: FeatureBatch | KeyBatch
     if by_key:
         days = columns.get(DATE_FIELD, [None] * count)

@@ -61,11 +61,16 @@ def problems_refusal(problems: Sequence[str]) -> InvalidRequest:
 
 
 def field_path(loc: tuple[int | str, ...]) -> str:
-    """Return `rows[3].date` for `("rows", 3, "date")`, leaving out union alternatives' tags."""
+    """Return `rows[3].date` for `("rows", 3, "date")`, leaving out union alternatives' tags.
+
+    A tensor's value is named by its row (`data[7]`), whichever of `7` and `[7]` it failed as.
+    """
     path = ""
-    for part in loc:
+    for at, part in enumerate(loc):
         if isinstance(part, int):
             path += f"[{part}]"
+            if at and loc[at - 1] == "data":
+                break
         elif part in FIELD_NAMES:
             path += f".{part}" if path else part
     return path
@@ -91,6 +96,8 @@ def _words(error: ErrorDetails, field: str, missing: str) -> str:
         if kind.startswith(("greater_than", "less_than", "multiple_of")):
             return "out of range: a price is 0 or more" if field == "price" else _PROMO_RANGE
         return "must be a number (or null for a missing value)"
+    if field == "data":
+        return "must be text, a number, true/false or null (or a list of one of them)"
     if kind in ("model_type", "model_attributes_type", "dict_type"):
         return "must be an object"
     if kind == "list_type":

@@ -16,7 +16,6 @@ from retrain_assets.serving.inputs import (
     rows_batch,
     v2_batch,
 )
-from retrain_assets.serving.strict_json import MAX_DEPTH
 
 KEY = {"store_id": "S001", "item_id": "I0001"}
 
@@ -69,13 +68,19 @@ def test_a_key_twice_in_one_object_is_refused_with_its_path():
     ("raw", "message"),
     [
         (b"[" * 100_000 + b"]" * 100_000, "nested deeper than"),  # was a RecursionError: 500
-        (b'{"rows": [[[[[[[1]]]]]]]}', f"rows[0][0][0][0][0]: nested deeper than {MAX_DEPTH}"),
         (b"\xff\xfe{", "not UTF-8 text"),
     ],
 )
 def test_the_json_itself_is_bounded(raw, message):
     error = refused(parse_json, raw)
     assert error.status == 422 and message in error.message, error.message
+
+
+def test_nesting_past_the_schema_is_refused_at_its_path():
+    error = refused(rows_body, b'{"rows": [[[[[[[1]]]]]]]}')
+    assert error.message == "rows[0]: must be an object"
+    error = refused(v2_batch, key_tensors(tensor("price", "FP64", [[[1.0]], [[2.0]]])), 10)
+    assert "inputs[price].data[0]: must be" in error.message
 
 
 def test_an_integer_of_ten_thousand_digits_is_not_a_500_but_not_a_finite_number():
