@@ -11,9 +11,11 @@ promotion) whose features the service computes from the published history (servi
 serving.key_lookup). The v2 path speaks the binary tensor data extension both ways
 (serving.binary_tensors).
 
-Bodies are read by hand (not declared as pydantic models): the rows are checked column by
-column, each problem named without echoing the input, and the body is parsed in a worker
-thread with the prediction, so a large batch never blocks the event loop.
+Bodies are read by hand, not by FastAPI: strictly decoded JSON (serving.strict_json), then
+one request schema for every form (serving.request_schema), each problem named by its path
+without echoing the input, in a worker thread with the prediction, so a large batch never
+blocks the event loop. The OpenAPI document at /openapi.json describes those same models
+(serving.openapi_document).
 """
 
 from __future__ import annotations
@@ -33,16 +35,21 @@ from retrain_assets.serving.binary_tensors import HEADER, decode_request, encode
 from retrain_assets.serving.guard import RequestGuard, error_body
 from retrain_assets.serving.history import HistoryCache, HistoryUnavailable, PublicationWatcher
 from retrain_assets.serving.inputs import (
-    MODEL_FEATURES,
     FeatureBatch,
     InvalidRequest,
     KeyBatch,
-    parse_json,
+    infer_request,
+    inference_request,
     rows_batch,
-    v2_batch,
-    v2_inputs,
 )
 from retrain_assets.serving.key_lookup import features_by_key
+from retrain_assets.serving.openapi_document import (
+    FORECAST_RESPONSES,
+    INFER_RESPONSES,
+    forecast_body,
+    infer_body,
+    install,
+)
 from retrain_assets.serving.prediction_log import PredictionLogWriter
 from retrain_assets.serving.predictor import Predictor, ServingError
 from retrain_assets.serving.protocol import (
@@ -53,6 +60,7 @@ from retrain_assets.serving.protocol import (
     v2_outputs,
 )
 from retrain_assets.serving.routes import RouteRefresher
+from retrain_assets.serving.strict_json import parse_json
 
 SERVER_NAME = "retrain_assets prediction service"
 # Enforced by RequestGuard before the body is read; declared here only so the OpenAPI document
@@ -75,54 +83,6 @@ def max_body_bytes(max_rows: int) -> int:
 
 def _json(content: dict[str, Any], status: int = 200) -> Response:
     return Response(json.dumps(content).encode(), status_code=status, media_type="application/json")
-
-
-def _feature_schema() -> dict[str, Any]:
-    row = {
-        "type": "object",
-        "description": (
-            "by key: store_id, item_id, date (default: the day after the latest published), "
-            "optional price and on_promo; or every feature"
-        ),
-        "required": ["store_id", "item_id"],
-        "properties": {
-            "store_id": {"type": "string"},
-            "item_id": {"type": "string"},
-            "date": {"type": "string", "format": "date"},
-            **{name: {"type": ["number", "null"]} for name in MODEL_FEATURES},
-        },
-    }
-    return {
-        "type": "object",
-        "required": ["rows"],
-        "properties": {"rows": {"type": "array", "items": row}},
-    }
-
-
-def _infer_schema() -> dict[str, Any]:
-    tensor = {
-        "type": "object",
-        "required": ["name", "shape", "datatype"],  # binary tensors carry no data
-        "properties": {
-            "name": {"enum": [name for name, _ in v2_inputs()]},
-            "shape": {"type": "array", "items": {"type": "integer"}},
-            "datatype": {"type": "string"},
-            "data": {"type": "array"},
-        },
-    }
-    return {
-        "type": "object",
-        "required": ["inputs"],
-        "properties": {
-            "id": {"type": "string"},
-            "inputs": {"type": "array", "items": tensor},
-            "outputs": {"type": "array", "items": {"type": "object"}},
-        },
-    }
-
-
-def _body(schema: dict[str, Any]) -> dict[str, Any]:
-    return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
 
 
 def create_app(
@@ -161,6 +121,7 @@ def create_app(
         lifespan=lifespan,
         redoc_url=None,
     )
+    install(app)
     app.add_middleware(
         RequestGuard,
         token=token,
@@ -239,7 +200,8 @@ def create_app(
     @app.post(
         "/v2/models/{customer}/infer",
         tags=["v2"],
-        openapi_extra=_body(_infer_schema()),
+        openapi_extra=infer_body(),
+        responses=INFER_RESPONSES,
         dependencies=_DOCUMENTED_TOKEN,
     )
     async def infer(customer: str, request: Request) -> Response:
@@ -249,8 +211,11 @@ def create_app(
 
         def work(raw: bytes) -> Response:
             predictor.route(customer)  # an unknown customer is a 404 before any body check
-            body = decode_request(raw, header) if header is not None else parse_json(raw)
-            parsed = v2_batch(body, max_rows, names)
+            if header is not None:
+                request = decode_request(raw, header)
+            else:
+                request = inference_request(parse_json(raw))
+            parsed = infer_request(request, max_rows, names)
             check_outputs(parsed.outputs, predictor.levels)
             forecast = predictor.forecast(customer, features(customer, parsed.batch))
             answered = infer_response(forecast, parsed.request_id, parsed.outputs)
@@ -269,7 +234,8 @@ def create_app(
     @app.post(
         "/forecast/{customer}",
         tags=["json"],
-        openapi_extra=_body(_feature_schema()),
+        openapi_extra=forecast_body(),
+        responses=FORECAST_RESPONSES,
         dependencies=_DOCUMENTED_TOKEN,
     )
     async def forecast(customer: str, request: Request) -> Response:

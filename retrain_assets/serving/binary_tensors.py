@@ -7,6 +7,11 @@ length then its bytes. `decode_request` puts each such tensor's values into its 
 rest of the service reads one shape of body. `encode_response` does the reverse for the
 outputs asked for as binary. Every size is checked against the header and the body; a problem
 names the input and the sizes, never a value.
+
+The header is read through the request schema (serving.request_schema's InferenceRequest) and
+the decoded values go into that same model's tensors, so the values are then checked exactly as
+a JSON request's are. A NaN in a binary float tensor is a missing value (JSON sends null);
+bytes that are not UTF-8 text stay bytes, which the schema refuses as not text.
 """
 
 from __future__ import annotations
@@ -17,9 +22,13 @@ from typing import Any
 
 import numpy as np
 
-from retrain_assets.serving.inputs import InvalidRequest, parse_json
+from retrain_assets.serving.inputs import inference_request
+from retrain_assets.serving.refusal import InvalidRequest
+from retrain_assets.serving.request_schema import InferenceRequest, InputTensor
+from retrain_assets.serving.strict_json import parse_json
 
 HEADER = "Inference-Header-Content-Length"
+MAX_HEADER_DIGITS = 18  # past any body the guard lets through
 NUMERIC: dict[str, np.dtype[Any]] = {
     "BOOL": np.dtype("<u1"),  # one byte, 0 or 1
     "UINT8": np.dtype("<u1"),
@@ -42,8 +51,8 @@ def header_length(text: str, body_length: int) -> int:
     Raises:
         InvalidRequest: 400 when it is not a number, or claims more bytes than the body has.
     """
-    if not text.isdigit():
-        raise InvalidRequest(400, f"{HEADER}: must be a number of bytes")
+    if not (text.isascii() and text.isdigit()) or len(text) > MAX_HEADER_DIGITS:
+        raise InvalidRequest(400, f"{HEADER}: must be a number of bytes (0-9)")
     length = int(text)
     if length > body_length:
         raise InvalidRequest(
@@ -51,14 +60,6 @@ def header_length(text: str, body_length: int) -> int:
             f"{HEADER}: says the JSON header has {length} bytes; the body has only {body_length}",
         )
     return length
-
-
-def _elements(shape: Any) -> int | None:
-    if not isinstance(shape, list) or not all(
-        isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape
-    ):
-        return None
-    return math.prod(shape)
 
 
 def _bytes_elements(raw: memoryview, name: str, count: int) -> list[Any]:
@@ -73,10 +74,11 @@ def _bytes_elements(raw: memoryview, name: str, count: int) -> list[Any]:
             raise InvalidRequest(
                 422, f"inputs[{name}]: element {len(values)} claims more bytes than the tensor has"
             )
+        element = bytes(raw[at : at + size])
         try:
-            values.append(bytes(raw[at : at + size]).decode())
+            values.append(element.decode())
         except UnicodeDecodeError:
-            values.append(None)  # the row check names it: must be a string
+            values.append(element)  # not text: the schema refuses it, naming the element
         at += size
     if len(values) != count:
         raise InvalidRequest(
@@ -85,15 +87,11 @@ def _bytes_elements(raw: memoryview, name: str, count: int) -> list[Any]:
     return values
 
 
-def _tensor(raw: memoryview, tensor: dict[str, Any], name: str) -> list[Any]:
-    datatype, count = tensor.get("datatype"), _elements(tensor.get("shape"))
-    if count is None:
-        raise InvalidRequest(422, f"inputs[{name}].shape: must be a list of sizes")
+def _tensor(raw: memoryview, tensor: InputTensor) -> list[Any]:
+    name, datatype, count = tensor.name, tensor.datatype, math.prod(tensor.shape)
     if datatype == "BYTES":
         return _bytes_elements(raw, name, count)
-    dtype = NUMERIC.get(datatype) if isinstance(datatype, str) else None
-    if dtype is None:
-        raise InvalidRequest(422, f"inputs[{name}].datatype: not a datatype of the protocol")
+    dtype = NUMERIC[datatype]
     if len(raw) != count * dtype.itemsize:
         raise InvalidRequest(
             422,
@@ -101,36 +99,31 @@ def _tensor(raw: memoryview, tensor: dict[str, Any], name: str) -> list[Any]:
             f"{datatype} value(s), {count * dtype.itemsize} bytes",
         )
     values = np.frombuffer(raw, dtype=dtype)
-    return (values.astype(bool) if datatype == "BOOL" else values).tolist()
+    if datatype == "BOOL":
+        return values.astype(bool).tolist()
+    if dtype.kind == "f":
+        return [None if math.isnan(value) else value for value in values.tolist()]
+    return values.tolist()
 
 
-def decode_request(raw: bytes, header: str) -> Any:
-    """Return a binary request's JSON with every binary input's values put into its `data`.
+def decode_request(raw: bytes, header: str) -> InferenceRequest:
+    """Return a binary request read through the schema, its binary tensors' values in `data`.
 
     Raises:
         InvalidRequest: the header's length or a tensor's size disagrees with the body (400 or
-            422, naming the input), or the JSON header is not valid JSON (422).
+            422, naming the input), or the JSON header is not a valid request (422).
     """
     length = header_length(header, len(raw))
-    body = parse_json(raw[:length])
-    inputs = body.get("inputs") if isinstance(body, dict) else None
-    if not isinstance(inputs, list):
-        return body  # the batch check names what is wrong with it
-    sizes: list[tuple[dict[str, Any], str, int]] = []
-    for i, tensor in enumerate(inputs):
-        parameters = tensor.get("parameters") if isinstance(tensor, dict) else None
-        if not isinstance(parameters, dict) or "binary_data_size" not in parameters:
+    request = inference_request(parse_json(raw[:length]))
+    sizes: list[tuple[InputTensor, int]] = []
+    for i, tensor in enumerate(request.inputs):
+        size = tensor.parameters.binary_data_size if tensor.parameters is not None else None
+        if size is None:
             continue
-        name = str(tensor.get("name", i))
-        size = parameters["binary_data_size"]
-        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
-            raise InvalidRequest(
-                422, f"inputs[{name}].parameters.binary_data_size: must be a number of bytes"
-            )
-        if "data" in tensor:
-            raise InvalidRequest(422, f"inputs[{name}]: has both data and binary_data_size")
-        sizes.append((tensor, name, size))
-    claimed, carried = sum(size for _, _, size in sizes), len(raw) - length
+        if tensor.data is not None:
+            raise InvalidRequest(422, f"inputs[{i}]: has both data and binary_data_size")
+        sizes.append((tensor, size))
+    claimed, carried = sum(size for _, size in sizes), len(raw) - length
     if claimed != carried:
         raise InvalidRequest(
             400,
@@ -138,10 +131,10 @@ def decode_request(raw: bytes, header: str) -> Any:
             f"body carries {carried} after its {length}-byte JSON header",
         )
     view, at = memoryview(raw), length
-    for tensor, name, size in sizes:
-        tensor["data"] = _tensor(view[at : at + size], tensor, name)
+    for tensor, size in sizes:
+        tensor.data = _tensor(view[at : at + size], tensor)
         at += size
-    return body
+    return request
 
 
 def _encoded(datatype: str, data: list[Any]) -> bytes:

@@ -1,10 +1,12 @@
 """Reading a prediction request into a FeatureBatch, or refusing it with the reason.
 
-Two shapes of body carry the same rows: the plain JSON route's `{"rows": [{...}, ...]}` and
-the Open Inference Protocol's (v2) named tensors. Both are checked column by column and every
-problem is named by where it is (`rows[3].lag_7`, `inputs[lag_7].data[3]`) and what is wrong,
-never by echoing the value sent. A missing feature, a bad date or a value that is not a finite
-number is a 422; more rows than RETRAIN_SERVE_MAX_ROWS is a 413.
+Every form of request is read through one schema (serving.request_schema): the plain JSON
+route's `{"rows": [{...}, ...]}` (rows by key or with every feature) and the Open Inference
+Protocol's (v2) named tensors, as JSON or binary. Each value is checked by the type of the row
+field it becomes, the same in every form, and every problem is named by where it is
+(`rows[3].lag_7`, `inputs[lag_7].data[3]`) and what is wrong, never by echoing the value sent.
+An unknown field, a missing feature, a bad date or a value that is not a finite number is a
+422; more rows than RETRAIN_SERVE_MAX_ROWS is a 413.
 
 `null` for a feature is a missing value, as in training (a new item has no `lag_28` yet) and
 LightGBM treats it the way it learned to; NaN and Infinity are refused: JSON has no such
@@ -13,52 +15,55 @@ numbers, and a client that produced one has a bug worth hearing about.
 A request whose rows carry none of the computed features (lags, rolling means, calendar) asks
 by key: store, item, date (optional: the day after the latest published one) and optionally the
 covariates known in advance, `price` and `on_promo` (null or absent: the latest known value).
-The service computes the rest (serving.key_lookup). Covariates sent by key are checked as
-landing files are: a price is a finite number, 0 or more; a promotion is 0 or 1 (rows with
-every feature are taken as they come, as before).
+The service computes the rest (serving.key_lookup, which also checks each date against the
+days served). Covariates sent by key are checked as landing files are: a price is a finite
+number, 0 or more; a promotion is 0 or 1 (rows with every feature are taken as they come).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import json
-import math
-import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from pydantic import BaseModel, ValidationError
 
 from retrain_assets.features.served_features import COVARIATES
 from retrain_assets.features.training_export import MODEL_FEATURES
-from retrain_assets.serving.routing import request_key
-
-ID_FIELDS = ("store_id", "item_id")
-DATE_FIELD = "date"
-MAX_ID_LENGTH = 100
-MAX_PROBLEMS_SHOWN = 5
-V2_NUMERIC_TYPES = frozenset(
-    {"BOOL", "FP16", "FP32", "FP64", "INT8", "INT16", "INT32", "INT64"}
-    | {"UINT8", "UINT16", "UINT32", "UINT64"}
+from retrain_assets.serving.refusal import InvalidRequest
+from retrain_assets.serving.request_schema import (
+    COMPUTED_FEATURES,
+    DATE_FIELD,
+    ID_FIELDS,
+    V2_NUMERIC_TYPES,
+    FeatureRowsRequest,
+    InferenceRequest,
+    InputTensor,
+    KeyRowsRequest,
+    calendar_date,
+    column_adapter,
 )
-_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-_BAD_ID_CHARACTER = re.compile(r"[/\x00-\x1f\x7f]")
-_NUMBER_TYPES = frozenset({float, int, bool, type(None)})
-_MISSING = object()
+from retrain_assets.serving.routing import request_key
+from retrain_assets.serving.schema_refusals import field_path, problems, problems_refusal, refusal
+from retrain_assets.serving.strict_json import parse_json
+
+__all__ = [
+    "DATE_FIELD",
+    "ID_FIELDS",
+    "MODEL_FEATURES",
+    "FeatureBatch",
+    "InferRequest",
+    "InvalidRequest",
+    "KeyBatch",
+    "parse_json",
+    "rows_batch",
+    "v2_batch",
+    "v2_inputs",
+]
+
 Location = Callable[[str, int], str]
-COMPUTED_FEATURES = tuple(name for name in MODEL_FEATURES if name not in COVARIATES)
-
-
-class InvalidRequest(Exception):
-    """A request the service refuses: `status` (4xx) and a message saying what and where."""
-
-    def __init__(self, status: int, message: str) -> None:
-        """Keep the HTTP status with the message."""
-        super().__init__(message)
-        self.status = status
-        self.message = message
 
 
 @dataclass(frozen=True)
@@ -120,51 +125,6 @@ class KeyBatch:
         return len(self.store_ids)
 
 
-class _Problems:
-    """Collects what is wrong; the message shows the first few and counts the rest."""
-
-    def __init__(self) -> None:
-        self.shown: list[str] = []
-        self.count = 0
-
-    def add(self, message: str) -> None:
-        self.count += 1
-        if len(self.shown) < MAX_PROBLEMS_SHOWN:
-            self.shown.append(message)
-
-    def raise_if_any(self) -> None:
-        if not self.count:
-            return
-        more = self.count - len(self.shown)
-        tail = f" (and {more} more problem(s))" if more else ""
-        raise InvalidRequest(422, "; ".join(self.shown) + tail)
-
-
-def parse_json(raw: bytes) -> Any:
-    """Return the decoded JSON body.
-
-    Raises:
-        InvalidRequest: 422, the body is not JSON, or it has NaN or Infinity.
-    """
-
-    def refuse_constant(name: str) -> None:
-        raise InvalidRequest(
-            422,
-            f"the body has {name}, which is not a JSON number: send a finite number, or null "
-            "for a missing feature",
-        )
-
-    try:
-        return json.loads(raw, parse_constant=refuse_constant)
-    except UnicodeDecodeError:
-        raise InvalidRequest(422, "the body is not UTF-8 text") from None
-    except json.JSONDecodeError as error:
-        raise InvalidRequest(
-            422,
-            f"the body is not valid JSON: {error.msg} at line {error.lineno} column {error.colno}",
-        ) from None
-
-
 def _check_row_count(count: int, max_rows: int) -> None:
     if count > max_rows:
         raise InvalidRequest(
@@ -176,165 +136,58 @@ def _check_row_count(count: int, max_rows: int) -> None:
         raise InvalidRequest(422, "the request has no rows")
 
 
-def _identifiers(
-    values: Sequence[Any], name: str, where: Location, problems: _Problems
-) -> list[str]:
-    if (
-        values
-        and set(map(type, values)) == {str}
-        and min(map(len, values)) > 0
-        and max(map(len, values)) <= MAX_ID_LENGTH
-        and not _BAD_ID_CHARACTER.search("".join(values))
-    ):
-        return list(values)  # the common case, checked in C; the loop below names problems
-    out = []
-    for i, value in enumerate(values):
-        if value is _MISSING:
-            problems.add(f"{where(name, i)}: missing")
-        elif isinstance(value, int) and not isinstance(value, bool):
-            out.append(str(value))
-            continue
-        elif not isinstance(value, str):
-            problems.add(f"{where(name, i)}: must be a string")
-        elif not value or len(value) > MAX_ID_LENGTH:
-            problems.add(f"{where(name, i)}: must have 1 to {MAX_ID_LENGTH} characters")
-        elif "/" in value or _CONTROL.search(value):
-            problems.add(f"{where(name, i)}: must not contain '/' or control characters")
-        else:
-            out.append(value)
-            continue
-        out.append("")
-    return out
+def _identities(values: list[str | int]) -> list[str]:
+    """Return the identities as text (an integer identity as its decimal text)."""
+    if all(type(value) is str for value in values):
+        return values  # type: ignore[return-value]  # the common case: every one is text
+    return [value if isinstance(value, str) else str(value) for value in values]
 
 
-def _dates(values: Sequence[Any], where: Location, problems: _Problems) -> list[dt.date]:
-    parsed: dict[str, dt.date] = {}
-    out = []
-    for i, value in enumerate(values):
-        day = parsed.get(value) if isinstance(value, str) else None
-        if day is None:
-            if value is _MISSING:
-                problems.add(f"{where(DATE_FIELD, i)}: missing")
-            elif not isinstance(value, str) or not _DATE.match(value):
-                problems.add(f"{where(DATE_FIELD, i)}: must be a date YYYY-MM-DD")
-            else:
-                try:
-                    day = parsed[value] = dt.date.fromisoformat(value)
-                except ValueError:
-                    problems.add(f"{where(DATE_FIELD, i)}: is not a calendar date")
-        out.append(day or dt.date.min)
-    return out
+def _row_location(name: str, i: int) -> str:
+    return f"rows[{i}].{name}"
 
 
-def _numbers(
-    values: Sequence[Any], name: str, where: Location, problems: _Problems, column: np.ndarray
-) -> None:
-    if set(map(type, values)) <= _NUMBER_TYPES:  # the common case: numpy converts (None: NaN)
-        try:
-            column[:] = np.array(values, dtype="float64")
-        except OverflowError:
-            pass  # an integer beyond float range: the loop below names it
-        else:
-            if not np.isinf(column).any():  # NaN is only ever a null: JSON has no NaN
-                return
-    for i, value in enumerate(values):
-        if value is None:
-            column[i] = math.nan  # a missing value, as in training
-        elif value is _MISSING:
-            problems.add(f"{where(name, i)}: missing feature")
-        elif isinstance(value, bool | int | float):
-            try:
-                number = float(value)
-            except OverflowError:
-                number = math.inf
-            if math.isfinite(number):
-                column[i] = number
-            else:
-                problems.add(f"{where(name, i)}: must be a finite number")
-        else:
-            problems.add(f"{where(name, i)}: must be a number (or null for a missing value)")
-
-
-def _batch(
-    columns: Mapping[str, Sequence[Any]], count: int, where: Location, problems: _Problems
-) -> FeatureBatch:
-    stores = _identifiers(columns["store_id"], "store_id", where, problems)
-    items = _identifiers(columns["item_id"], "item_id", where, problems)
-    dates = _dates(columns[DATE_FIELD], where, problems)
-    features = np.empty((count, len(MODEL_FEATURES)), dtype="float64")
-    for j, name in enumerate(MODEL_FEATURES):
-        _numbers(columns[name], name, where, problems, features[:, j])
-    problems.raise_if_any()
-    return FeatureBatch(stores, items, dates, features)
-
-
-def _covariate_ranges(
-    price: np.ndarray, on_promo: np.ndarray, where: Location, problems: _Problems
-) -> None:
-    """Name every price below 0 and every promotion other than 0 or 1 (NaN: not given)."""
-    for i in np.flatnonzero(price < 0).tolist():
-        problems.add(f"{where('price', i)}: out of range: a price is 0 or more")
-    given = ~np.isnan(on_promo)
-    for i in np.flatnonzero(given & (on_promo != 0) & (on_promo != 1)).tolist():
-        problems.add(f"{where('on_promo', i)}: out of range: must be 0 or 1 (false or true)")
-
-
-def _optional_dates(
-    values: Sequence[Any], where: Location, problems: _Problems
-) -> list[dt.date | None]:
-    given = [i for i, value in enumerate(values) if value is not _MISSING and value is not None]
-    if len(given) == len(values):
-        return list(_dates(values, where, problems))
-    out: list[dt.date | None] = [None] * len(values)
-    parsed = _dates([values[i] for i in given], lambda name, n: where(name, given[n]), problems)
-    for i, day in zip(given, parsed, strict=True):
-        out[i] = day
-    return out
-
-
-def _key_batch(
-    columns: Mapping[str, Sequence[Any]], count: int, where: Location, problems: _Problems
-) -> KeyBatch:
-    stores = _identifiers(columns["store_id"], "store_id", where, problems)
-    items = _identifiers(columns["item_id"], "item_id", where, problems)
-    dates = _optional_dates(columns[DATE_FIELD], where, problems)
-    covariates = {}
-    for name in COVARIATES:
-        values = [None if v is _MISSING else v for v in columns[name]]
-        covariates[name] = np.empty(count, dtype="float64")
-        _numbers(values, name, where, problems, covariates[name])
-    _covariate_ranges(covariates["price"], covariates["on_promo"], where, problems)
-    problems.raise_if_any()
-    return KeyBatch(stores, items, dates, covariates["price"], covariates["on_promo"], where)
+def _tensor_location(name: str, i: int) -> str:
+    return f"inputs[{name}].data[{i}]"
 
 
 def rows_batch(body: Any, max_rows: int) -> FeatureBatch | KeyBatch:
     """Return the batch of a JSON route body `{"rows": [{store_id, item_id, date, ...}]}`.
 
-    Rows with every feature give a FeatureBatch; rows with none of the computed ones (by key)
-    give a KeyBatch. Fields other than the identity and MODEL_FEATURES are ignored.
+    Rows with any computed feature are read as rows with every feature (FeatureRowsRequest,
+    a FeatureBatch); rows with none of them as rows by key (KeyRowsRequest, a KeyBatch).
 
     Raises:
         InvalidRequest: 413 for too many rows; 422 naming each problem's row and field.
     """
-    rows = body.get("rows", _MISSING) if isinstance(body, dict) else _MISSING
+    rows = body.get("rows") if isinstance(body, dict) else None
     if not isinstance(rows, list):
         raise InvalidRequest(422, 'the body must be an object with "rows": a list of objects')
     _check_row_count(len(rows), max_rows)
-    problems = _Problems()
-    for i, row in enumerate(rows):
-        if not isinstance(row, dict):
-            problems.add(f"rows[{i}]: must be an object")
-    problems.raise_if_any()
-    names = (*ID_FIELDS, DATE_FIELD, *MODEL_FEATURES)
-    columns = {name: [row.get(name, _MISSING) for row in rows] for name in names}
-
-    def where(name: str, i: int) -> str:
-        return f"rows[{i}].{name}"
-
-    if not any(name in row for row in rows for name in COMPUTED_FEATURES):
-        return _key_batch(columns, len(rows), where, problems)
-    return _batch(columns, len(rows), where, problems)
+    by_key = not any(
+        isinstance(row, dict) and any(name in row for name in COMPUTED_FEATURES) for row in rows
+    )
+    model: type[BaseModel] = KeyRowsRequest if by_key else FeatureRowsRequest
+    try:
+        request = model.model_validate(body)
+    except ValidationError as error:
+        raise refusal(error, missing="missing feature") from None
+    parsed: list[Any] = request.rows  # type: ignore[attr-defined]
+    stores = _identities([row.store_id for row in parsed])
+    items = _identities([row.item_id for row in parsed])
+    if by_key:
+        return KeyBatch(
+            stores,
+            items,
+            [None if row.date is None else calendar_date(row.date) for row in parsed],
+            np.array([row.price for row in parsed], dtype="float64"),
+            np.array([row.on_promo for row in parsed], dtype="float64"),
+            _row_location,
+        )
+    features = np.array(
+        [[row.__dict__[name] for name in MODEL_FEATURES] for row in parsed], dtype="float64"
+    )
+    return FeatureBatch(stores, items, [calendar_date(row.date) for row in parsed], features)
 
 
 @dataclass(frozen=True)
@@ -355,27 +208,6 @@ def v2_inputs() -> list[tuple[str, str]]:
     ]
 
 
-def _tensor_data(tensor: dict[str, Any], name: str) -> tuple[list[Any], int]:
-    """Return a tensor's values (flattened one level) and its row count, from its shape."""
-    shape, data = tensor.get("shape"), tensor.get("data")
-    if not isinstance(data, list):
-        raise InvalidRequest(422, f"inputs[{name}].data: must be a list")
-    if data and all(isinstance(value, list) for value in data):
-        data = [value for inner in data for value in inner]
-    if (
-        not isinstance(shape, list)
-        or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape)
-        or len(shape) not in (1, 2)
-        or (len(shape) == 2 and shape[1] != 1)
-    ):
-        raise InvalidRequest(422, f"inputs[{name}].shape: must be [rows] or [rows, 1]")
-    if shape[0] != len(data):
-        raise InvalidRequest(
-            422, f"inputs[{name}]: shape {shape} holds {shape[0]} value(s), data has {len(data)}"
-        )
-    return data, shape[0]
-
-
 def v2_key_inputs() -> list[tuple[str, str, bool]]:
     """Return the v2 inputs of a request by key, as (name, datatype, required)."""
     return [
@@ -386,8 +218,111 @@ def v2_key_inputs() -> list[tuple[str, str, bool]]:
     ]
 
 
-def v2_batch(body: Any, max_rows: int, output_names: Sequence[str] = ()) -> InferRequest:
-    """Return the batch of an Open Inference Protocol request (`inputs` as named tensors).
+def tensor_path(body: Any) -> Callable[[tuple[int | str, ...]], str]:
+    """Return the path function of a v2 body: a tensor is named by its name when it has one."""
+    known = {name for name, _ in v2_inputs()}
+
+    def path(loc: tuple[int | str, ...]) -> str:
+        if len(loc) >= 2 and loc[0] == "inputs" and isinstance(loc[1], int):
+            tensors = body.get("inputs") if isinstance(body, dict) else None
+            tensor = tensors[loc[1]] if isinstance(tensors, list) else None
+            name = tensor.get("name") if isinstance(tensor, dict) else None
+            if name in known:
+                rest = field_path(loc[2:])
+                return f"inputs[{name}]" + (f".{rest}" if rest and rest[0] != "[" else rest)
+        return field_path(loc)
+
+    return path
+
+
+def inference_request(body: Any) -> InferenceRequest:
+    """Return a v2 body (JSON, or a binary request's header) read through the schema.
+
+    Raises:
+        InvalidRequest: 422 naming every violation by its path.
+    """
+    inputs = body.get("inputs") if isinstance(body, dict) else None
+    if not isinstance(inputs, list) or not inputs:
+        raise InvalidRequest(422, 'the body must be an object with "inputs": a list of tensors')
+    try:
+        return InferenceRequest.model_validate(body)
+    except ValidationError as error:
+        raise refusal(error, tensor_path(body)) from None
+
+
+def _tensor_data(tensor: InputTensor) -> tuple[list[Any], int]:
+    """Return a tensor's values (flattened one level) and its row count, from its shape."""
+    name, shape, data = tensor.name, tensor.shape, tensor.data
+    if data is None:
+        if tensor.parameters is not None and tensor.parameters.binary_data_size is not None:
+            raise InvalidRequest(
+                400,
+                f"inputs[{name}].parameters.binary_data_size: binary tensor data needs the "
+                "Inference-Header-Content-Length header",
+            )
+        raise InvalidRequest(422, f"inputs[{name}].data: missing")
+    if data and all(isinstance(value, list) for value in data):
+        data = [value for inner in data for value in inner]  # type: ignore[union-attr]
+    if len(shape) == 2 and shape[1] != 1:
+        raise InvalidRequest(422, f"inputs[{name}].shape: must be [rows] or [rows, 1]")
+    if shape[0] != len(data):
+        raise InvalidRequest(
+            422, f"inputs[{name}]: shape {shape} holds {shape[0]} value(s), data has {len(data)}"
+        )
+    return data, shape[0]
+
+
+def _tensors(request: InferenceRequest) -> dict[str, InputTensor]:
+    expected = dict(v2_inputs())
+    tensors: dict[str, InputTensor] = {}
+    for i, tensor in enumerate(request.inputs):
+        if tensor.name not in expected:
+            raise InvalidRequest(
+                422, f"inputs[{i}].name: unknown input; the model takes {', '.join(expected)}"
+            )
+        if tensor.name in tensors:
+            raise InvalidRequest(422, f"inputs[{tensor.name}]: given twice")
+        allowed = {"BYTES"} if expected[tensor.name] == "BYTES" else set(V2_NUMERIC_TYPES)
+        if tensor.datatype not in allowed:
+            raise InvalidRequest(
+                422, f"inputs[{tensor.name}].datatype: must be {' or '.join(sorted(allowed))}"
+            )
+        tensors[tensor.name] = tensor
+    return tensors
+
+
+def _data_path(name: str) -> Callable[[tuple[int | str, ...]], str]:
+    """Return the path function of a tensor's values: `inputs[price].data[7]`."""
+    return lambda loc: f"inputs[{name}].data" + field_path(loc[:1])
+
+
+def _columns(
+    tensors: dict[str, InputTensor], by_key: bool, max_rows: int
+) -> tuple[dict[str, list[Any]], int]:
+    """Return each input's values, checked by the type of its row field, and the row count."""
+    columns: dict[str, list[Any]] = {}
+    counts: dict[str, int] = {}
+    for name, tensor in tensors.items():
+        columns[name], counts[name] = _tensor_data(tensor)
+        _check_row_count(counts[name], max_rows)
+    if len(set(counts.values())) > 1:
+        sizes = ", ".join(f"{name} {count}" for name, count in counts.items())
+        raise InvalidRequest(422, f"inputs disagree on the number of rows: {sizes}")
+    found: list[str] = []
+    for name, values in columns.items():
+        try:
+            columns[name] = column_adapter(by_key, name).validate_python(values)
+        except ValidationError as error:
+            found += problems(error, _data_path(name), field=name)
+    if found:
+        raise problems_refusal(found)
+    return columns, next(iter(counts.values()))
+
+
+def infer_request(
+    request: InferenceRequest, max_rows: int, output_names: Sequence[str] = ()
+) -> InferRequest:
+    """Return the batch of a v2 request read through the schema (JSON, or binary decoded).
 
     With any computed feature among the inputs, every input of `v2_inputs()` is required;
     without, the request is by key (`v2_key_inputs()`). Each tensor is of shape [rows] (or
@@ -398,86 +333,55 @@ def v2_batch(body: Any, max_rows: int, output_names: Sequence[str] = ()) -> Infe
     Raises:
         InvalidRequest: 413 for too many rows; 422 naming the input, row and problem.
     """
-    inputs = body.get("inputs", _MISSING) if isinstance(body, dict) else _MISSING
-    if not isinstance(inputs, list) or not inputs:
-        raise InvalidRequest(422, 'the body must be an object with "inputs": a list of tensors')
-    expected = dict(v2_inputs())
-    tensors: dict[str, dict[str, Any]] = {}
-    for i, tensor in enumerate(inputs):
-        name = tensor.get("name") if isinstance(tensor, dict) else None
-        if not isinstance(name, str):
-            raise InvalidRequest(422, f"inputs[{i}]: must be an object with a string name")
-        if name not in expected:
-            raise InvalidRequest(
-                422, f"inputs[{i}]: unknown input; the model takes {', '.join(expected)}"
-            )
-        if name in tensors:
-            raise InvalidRequest(422, f"inputs[{name}]: given twice")
-        tensors[name] = tensor
+    tensors = _tensors(request)
     by_key = not any(name in tensors for name in COMPUTED_FEATURES)
-    required = [name for name, _, needed in v2_key_inputs() if needed] if by_key else list(expected)
+    expected = [name for name, _ in v2_inputs()]
+    required = [name for name, _, needed in v2_key_inputs() if needed] if by_key else expected
     missing = [name for name in required if name not in tensors]
     if missing:
         raise InvalidRequest(422, f"inputs: missing {', '.join(missing)}")
-    columns: dict[str, Sequence[Any]] = {}
-    counts: dict[str, int] = {}
-    for name, datatype in expected.items():
-        if name not in tensors:
-            continue
-        given = tensors[name].get("datatype")
-        allowed = {"BYTES"} if datatype == "BYTES" else V2_NUMERIC_TYPES
-        if given not in allowed:
-            raise InvalidRequest(
-                422, f"inputs[{name}].datatype: must be {' or '.join(sorted(allowed))}"
-            )
-        columns[name], counts[name] = _tensor_data(tensors[name], name)
-        _check_row_count(counts[name], max_rows)
-    if len(set(counts.values())) > 1:
-        sizes = ", ".join(f"{name} {count}" for name, count in counts.items())
-        raise InvalidRequest(422, f"inputs disagree on the number of rows: {sizes}")
-    count = next(iter(counts.values()))
-
-    def where(name: str, i: int) -> str:
-        return f"inputs[{name}].data[{i}]"
-
+    columns, count = _columns(tensors, by_key, max_rows)
+    stores = _identities(columns["store_id"])
+    items = _identities(columns["item_id"])
     batch: FeatureBatch | KeyBatch
     if by_key:
-        keyed = {name: columns.get(name, [_MISSING] * count) for name in (*ID_FIELDS, DATE_FIELD)}
-        keyed |= {name: columns.get(name, [None] * count) for name in COVARIATES}
-        batch = _key_batch(keyed, count, where, _Problems())
+        days = columns.get(DATE_FIELD, [None] * count)
+        batch = KeyBatch(
+            stores,
+            items,
+            [None if day is None else calendar_date(day) for day in days],
+            np.array(columns.get("price", [None] * count), dtype="float64"),
+            np.array(columns.get("on_promo", [None] * count), dtype="float64"),
+            _tensor_location,
+        )
     else:
-        batch = _batch(columns, count, where, _Problems())
-    request_id = body.get("id")
-    wanted, binary = _outputs(body, output_names)
-    return InferRequest(batch, request_id if isinstance(request_id, str) else None, wanted, binary)
+        features = np.array([columns[name] for name in MODEL_FEATURES], dtype="float64").T
+        dates = [calendar_date(day) for day in columns[DATE_FIELD]]
+        batch = FeatureBatch(stores, items, dates, np.ascontiguousarray(features))
+    wanted, binary = _outputs(request, output_names)
+    return InferRequest(batch, request.id, wanted, binary)
 
 
-def _binary_flag(parameters: Any, name: str, where: str) -> bool | None:
-    if parameters is None:
-        return None
-    if not isinstance(parameters, dict):
-        raise InvalidRequest(422, f"{where}.parameters: must be an object")
-    flag = parameters.get(name)
-    if flag is not None and not isinstance(flag, bool):
-        raise InvalidRequest(422, f"{where}.parameters.{name}: must be true or false")
-    return flag
+def v2_batch(body: Any, max_rows: int, output_names: Sequence[str] = ()) -> InferRequest:
+    """Return the batch of an Open Inference Protocol JSON body (see `infer_request`).
+
+    Raises:
+        InvalidRequest: 413 for too many rows; 422 naming the input, row and problem.
+    """
+    return infer_request(inference_request(body), max_rows, output_names)
 
 
 def _outputs(
-    body: dict[str, Any], output_names: Sequence[str]
+    request: InferenceRequest, output_names: Sequence[str]
 ) -> tuple[list[str] | None, set[str]]:
     """Return the outputs asked for (None: all) and those to send as binary tensor data."""
-    every_binary = bool(_binary_flag(body.get("parameters"), "binary_data_output", "request"))
-    outputs = body.get("outputs")
-    if outputs is None:
+    parameters = request.parameters
+    every_binary = bool(parameters is not None and parameters.binary_data_output)
+    if request.outputs is None:
         return None, set(output_names) if every_binary else set()
-    if not isinstance(outputs, list) or not all(
-        isinstance(o, dict) and isinstance(o.get("name"), str) for o in outputs
-    ):
-        raise InvalidRequest(422, "outputs: must be a list of objects with a name")
     binary = set()
-    for i, output in enumerate(outputs):
-        flag = _binary_flag(output.get("parameters"), "binary_data", f"outputs[{i}]")
+    for output in request.outputs:
+        flag = output.parameters.binary_data if output.parameters is not None else None
         if flag or (flag is None and every_binary):
-            binary.add(output["name"])
-    return [o["name"] for o in outputs], binary
+            binary.add(output.name)
+    return [output.name for output in request.outputs], binary

@@ -19,7 +19,7 @@ import pytest
 from retrain_assets.demo.tenants import TenantSpec
 from retrain_assets.features.parquet_store import ParquetPartitionStore
 from retrain_assets.features.training_export import MODEL_FEATURES
-from retrain_assets.prediction_intervals import METADATA_KEY, IntervalTable
+from retrain_assets.prediction_intervals import IntervalTable
 from retrain_assets.registry.mlflow_registry import MlflowRegistry
 from retrain_assets.runtime.token_files import write_token_files
 from retrain_assets.serving.history import Publication
@@ -27,7 +27,7 @@ from retrain_assets.serving.routing import bucket
 from retrain_assets.store.database import transaction
 from retrain_assets.store.migrations import migrate
 from retrain_assets.store.server import PostgresServer, ensure_database
-from retrain_assets_tests.serving.models import feature_frame, train
+from retrain_assets_tests.serving.models import train
 from retrain_assets_tests.serving.published import publish
 from retrain_assets_tests.serving.serving_process import (
     TOKEN,
@@ -35,6 +35,7 @@ from retrain_assets_tests.serving.serving_process import (
     ServingProcess,
     feature_row,
 )
+from retrain_assets_tests.serving.versions_and_routes import register, set_route
 from retrain_assets_tests.support.waiting import patience, wait_until
 
 pytestmark = pytest.mark.system
@@ -59,19 +60,6 @@ def module_db(pg_server: PostgresServer) -> str:
     return url
 
 
-def register(
-    registry: MlflowRegistry, customer: str, booster, intervals: IntervalTable | None = None
-) -> str:
-    run_key = uuid.uuid4().hex[:16]
-    run_id = registry.candidate_run(customer, run_key)
-    example = feature_frame(
-        5, extra=tuple(n for n in booster.feature_name() if n not in MODEL_FEATURES)
-    )
-    metadata = {METADATA_KEY: intervals.as_metadata()} if intervals else None
-    registry.log_candidate(run_id, booster, {"holdout_wape": 0.1}, example, None, metadata)
-    return registry.register(customer, run_key, run_id)
-
-
 @pytest.fixture(scope="module")
 def boosters(mlflow_uri: str) -> dict[tuple[str, str], object]:
     """Registered versions: (customer, version) -> the booster logged as that version."""
@@ -89,19 +77,6 @@ def boosters(mlflow_uri: str) -> dict[tuple[str, str], object]:
     made[(LEVELS, register(registry, LEVELS, with_intervals, WIDTHS))] = with_intervals
     made[(LEVELS, register(registry, LEVELS, old))] = old  # logged before intervals existed
     return made
-
-
-def set_route(url, customer, champion, canary=None, weight=0.0, rollout=None, step=None):
-    with transaction(url) as cur:
-        cur.execute(
-            "INSERT INTO serving_routes (customer, champion_version, canary_version, "
-            "canary_weight, rollout_id, step) VALUES (%s, %s, %s, %s, %s, %s) "
-            "ON CONFLICT (customer) DO UPDATE SET champion_version = EXCLUDED.champion_version, "
-            "canary_version = EXCLUDED.canary_version, canary_weight = EXCLUDED.canary_weight, "
-            "rollout_id = EXCLUDED.rollout_id, step = EXCLUDED.step, "
-            "updated_at = clock_timestamp()",
-            (customer, champion, canary, weight, rollout, step),
-        )
 
 
 def logged(url, customer, keys=None):
