@@ -71,8 +71,33 @@ def finish_training(world: ChaosWorld, role: str, point: str, recovery: Recovery
     return outcome
 
 
-def finish_rollout(world: ChaosWorld, role: str, point: str, recovery: Recovery, t0: float):
-    """Send the rollout its traffic until it ends; check and report it."""
+def rollout_step(platform, customer: str) -> tuple:
+    """Return the rollout's state, run key, step start and weight, as its pointer holds them."""
+    [(state, run_key, payload)] = platform.query(
+        "app",
+        "SELECT state, run_key, payload FROM machine_pointers"
+        " WHERE machine = 'rollout' AND customer = %s",
+        (customer,),
+    )
+    return state, run_key, payload.get("step_started_at"), payload.get("weight")
+
+
+def steps_entered(platform, customer: str) -> list[str]:
+    """Return the rollout states the customer's newest rollout entered, in order (visit 1)."""
+    rows = platform.query(
+        "app",
+        "SELECT state FROM machine_history WHERE machine = 'rollout' AND customer = %s"
+        " AND visit = 1 AND run_key = (SELECT run_key FROM machine_pointers"
+        " WHERE machine = 'rollout' AND customer = %s) ORDER BY id",
+        (customer, customer),
+    )
+    return [state for (state,) in rows]
+
+
+def finish_rollout(
+    world: ChaosWorld, role: str, point: str, recovery: Recovery, t0: float
+) -> list[int]:
+    """Send the rollout its traffic until it ends; check and report it; return the answers."""
     platform, customer = world.platform, world.name(role)
     retailer = Retailer(platform, world.specs[role])
     retailer.sending.set()
@@ -88,6 +113,7 @@ def finish_rollout(world: ChaosWorld, role: str, point: str, recovery: Recovery,
     report(point, recovery, f"{customer}: {state}, champion moves {moves}; {reason}", t0)
     assert moves == (2 if state == "DONE" else 1)  # the first champion, then at most this one
     assert_reasons_in_history(platform, customer)
+    return retailer.answers
 
 
 def candidate_run_started(platform, customer: str) -> bool:
@@ -104,14 +130,23 @@ def test_the_code_server_killed_with_a_candidate_run_in_flight_and_the_daemon_in
     platform, customer = chaos.platform, chaos.name("dcand")
     launch_training(platform, customer, rounds=40)
     wait_for(lambda: candidate_run_started(platform, customer), 300, f"{customer}'s candidate run")
-    assert state_of(platform, "rollout", chaos.name("r10")) == "CANARY_10"  # held: no traffic
+    held = rollout_step(platform, chaos.name("r10"))
+    assert held[0] == "CANARY_10" and held[3] == 0.1  # held: no traffic
     t0 = time.monotonic()
     # runs are processes of the code server: its group takes the candidate run with it
     code_server = kill_child(platform, "code-server")
     daemon = kill_child(platform, "dagster-daemon")
+    # the kill changed nothing of the step (its start, its weight); the end shows it resumed
+    assert rollout_step(platform, chaos.name("r10")) == held
     outcome = finish_training(chaos, "dcand", "AWAIT_CANDIDATE (run in flight)", code_server, t0)
     assert outcome.state == "DONE", outcome.figures()
-    finish_rollout(chaos, "r10", "CANARY_10", daemon, t0)
+    answers = finish_rollout(chaos, "r10", "CANARY_10", daemon, t0)
+    # the prediction service never depended on the daemon: every forecast asked was answered;
+    # and no step was entered twice (the restart resumed CANARY_10, it did not start it again)
+    assert answers and set(answers) == {200}, answers
+    entered = steps_entered(platform, chaos.name("r10"))
+    assert entered[:2] == ["START", "CANARY_10"] and len(entered) == len(set(entered)), entered
+    assert rollout_step(platform, chaos.name("r10"))[1] == held[1]  # the same rollout, resumed
 
 
 def test_the_gpu_service_killed_with_one_job_running_and_one_queued(chaos: ChaosWorld) -> None:

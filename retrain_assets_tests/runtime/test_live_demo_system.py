@@ -7,7 +7,10 @@ quiet machine (stretched by RETRAIN_TEST_PATIENCE, see waiting.py): a version is
 in MLflow within REGISTERED_SECONDS of starting `up` (the README's "first ten minutes" says
 the same), and feature days keep materializing after it: two more simulated days within
 MORE_DAYS_SECONDS. Every run that materialized a model asset was requested by the retraining
-policy or the GPU poller's hand-off under its run key, never by a feature materialization.
+policy or the GPU poller's hand-off under its run key, never by a feature materialization;
+every feature run by `landing_arrivals`, the 120 landed days as one run (the daemon's own
+ticking of the landing automation, whose decisions are tested in process in
+automation/test_landing_arrivals.py).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import datetime as dt
 import pytest
 from mlflow import MlflowClient
 
+from retrain_assets.demo.tenants import DEFAULT_START
 from retrain_assets.runtime.demo_mode import DEFAULT_DAY_SECONDS
 from retrain_assets_tests.support.demo_milestones import FIRST_SIMULATED_DAY, reached, timeline
 from retrain_assets_tests.support.platform import RunningPlatform, running_platform
@@ -26,6 +30,7 @@ pytestmark = pytest.mark.system
 
 REGISTERED_SECONDS = 300  # `up` to the first version in MLflow, on a quiet machine
 MORE_DAYS_SECONDS = 4 * DEFAULT_DAY_SECONDS  # two simulated days after that, with slack
+RANGE_START, RANGE_END = "dagster/asset_partition_range_start", "dagster/asset_partition_range_end"
 MODEL_ASSETS = ("training_job", "model_candidate", "registered_model", "deployment_decision")
 FEATURE_ASSETS = ("sales", "store_day_features")
 # who may start the model side, and the run keys they give their runs
@@ -108,8 +113,19 @@ def test_the_live_demo_registers_a_model_and_keeps_publishing_days_by_itself(tmp
             assert sensor in MODEL_LAUNCHERS, run
             assert key and key.startswith(MODEL_LAUNCHERS[sensor]), run
             assert not run["assets"] & set(FEATURE_ASSETS), run
-        for run in runs(platform, feature_runs):
+        feature_side = runs(platform, feature_runs)
+        for run in feature_side:
             assert run["tags"].get("dagster/sensor_name") == "landing_arrivals", run
             assert run["assets"] <= set(FEATURE_ASSETS), run
+        # the landed history is one run of the data side, its whole range, for new files
+        history = [
+            run
+            for run in feature_side
+            if run["tags"].get(RANGE_START) == str(DEFAULT_START)
+            and run["tags"].get(RANGE_END) == str(FIRST_SIMULATED_DAY - dt.timedelta(days=1))
+        ]
+        assert [(r["assets"], r["tags"].get("retrain/trigger")) for r in history] == [
+            (set(FEATURE_ASSETS), "landing")
+        ], feature_side
         print(f"the demo's milestones so far:\n{timeline(reached(platform.query, started))}")
         assert platform.stop() == 0

@@ -33,10 +33,9 @@ LONGEST_GROUPS = (
     ROLLOUTS_AND_UI_GROUP,
     SHARED_PLATFORM_GROUP,
     "retrain_assets_tests/chaos/test_chaos_system.py",
-    "retrain_assets_tests/policy/test_policy_daemon.py",
-    "retrain_assets_tests/deployment/test_rollout_daemon_restart.py",
     "retrain_assets_tests/runtime/test_live_demo_system.py",
-    "retrain_assets_tests/automation/test_landing_automation_system.py",
+    "retrain_assets_tests/gpu/slurm/test_slurm_system.py",
+    "retrain_assets_tests/serving/test_service_system.py",
 )
 
 
