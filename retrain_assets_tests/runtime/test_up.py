@@ -22,6 +22,7 @@ from retrain_assets_tests.support.platform import (
     graphql,
     up_environment,
 )
+from retrain_assets_tests.support.platform_ledger import LEDGER
 from retrain_assets_tests.support.processes import free_port, running
 from retrain_assets_tests.support.waiting import wait_for_line, wait_until
 
@@ -77,12 +78,14 @@ def test_up_serves_dagster_on_postgres_and_stops_cleanly_on_sigterm(tmp_path):
     env = up_environment(home, port, gpu_port, mlflow_port, serve_port) | {
         "RETRAIN_GPU_TOKEN": GPU_TOKEN
     }
+    ledger = LEDGER.started()  # a whole platform: `make test` counts it
     with output.open("wb") as out:
         up = subprocess.Popen(UP, env=env, stdout=out, stderr=subprocess.STDOUT)
     children: list[psutil.Process] = []
     try:
         wait_for_graphql(up, port, output)
         wait_for_line(r"^ready$", output)
+        ledger.ready()
         children = psutil.Process(up.pid).children(recursive=True)
         names = " ".join(" ".join(child.cmdline()) for child in children)
         assert "retrain-assets webserver" in names and "dagster-daemon" in names
@@ -180,6 +183,7 @@ def test_up_serves_dagster_on_postgres_and_stops_cleanly_on_sigterm(tmp_path):
         for child in children:
             with contextlib.suppress(psutil.NoSuchProcess):
                 child.kill()
+        ledger.stopped()
 
 
 @pytest.mark.system
