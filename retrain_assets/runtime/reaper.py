@@ -26,8 +26,12 @@ from retrain_assets.store.server import forget_handle
 DEFAULT_GRACE_SECONDS = 20.0
 
 
-def start_reaper(home: Path, log: Path) -> tuple[subprocess.Popen[bytes], int]:
+def start_reaper(
+    home: Path, log: Path, grace: float = DEFAULT_GRACE_SECONDS
+) -> tuple[subprocess.Popen[bytes], int]:
     """Start the reaper for this process (`up`) and `home`; return it and the pipe's write end.
+
+    `grace`: seconds between its SIGTERM and SIGKILL of a recorded group.
 
     Keep the write end open while the platform runs and never hand it to a child (Python's
     descriptors are not inherited); close it after a clean stop removed the platform file.
@@ -37,7 +41,7 @@ def start_reaper(home: Path, log: Path) -> tuple[subprocess.Popen[bytes], int]:
     try:
         with log.open("ab") as out:
             process = subprocess.Popen(
-                [sys.executable, "-m", __name__, str(os.getpid()), str(home)],
+                [sys.executable, "-m", __name__, str(os.getpid()), str(home), str(grace)],
                 stdin=read_end,
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -69,8 +73,8 @@ def reap(up_pid: int, home: Path, grace: float, say: Callable[[str], None]) -> S
 
 
 def main(argv: Sequence[str]) -> int:
-    """Wait for `up` (argv: UP_PID HOME) to close the pipe on stdin, then reap after it."""
-    up_pid, home = int(argv[0]), Path(argv[1])
+    """Wait for `up` (argv: UP_PID HOME GRACE) to close the pipe on stdin, then reap after it."""
+    up_pid, home, grace = int(argv[0]), Path(argv[1]), float(argv[2])
     for sig in (signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
     while sys.stdin.buffer.read(4096):
@@ -79,7 +83,7 @@ def main(argv: Sequence[str]) -> int:
     def say(line: str) -> None:
         print(f"reaper of up (pid {up_pid}): {line}", flush=True)
 
-    if reap(up_pid, home, DEFAULT_GRACE_SECONDS, say) is None:
+    if reap(up_pid, home, grace, say) is None:
         return 0
     say(f"stopped what `up` left for {home}")
     return 0

@@ -406,7 +406,7 @@ def run_up(demo: bool = True) -> int:
     stop = StopRequests()
     stop.install()
     supervisor = Supervisor(home / "logs")
-    reaper, reaper_pipe = start_reaper(home, home / "logs" / "reaper.log")
+    reaper, reaper_pipe = start_reaper(home, home / "logs" / "reaper.log", STOP_GRACE_SECONDS)
     recorder = PlatformRecorder(home)
     recorder.update(supervisor)
     code, sockets = 0, socket_folder()
