@@ -8,7 +8,6 @@ import stat
 import sys
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 

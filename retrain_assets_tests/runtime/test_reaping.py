@@ -116,9 +116,8 @@ def test_the_reaper_ends_every_process_group_of_a_killed_supervisor(tmp_path):
         )
         wait_until(lambda: not platform_file(home).exists(), 10, "the reaper removing the record")
         log = (home / "logs" / "reaper.log").read_text()
-        assert f"killed (SIGKILL) after the grace period: parent-of-one (group pid {child_pid})" in (
-            log
-        )
+        killed = f"killed (SIGKILL) after the grace period: parent-of-one (group pid {child_pid})"
+        assert killed in log
     finally:
         kill_all([child_pid, grandchild_pid])
 
