@@ -53,6 +53,15 @@ def _up(args: argparse.Namespace) -> int:
         raise ValueError(str(err)) from err
 
 
+def _down(args: argparse.Namespace) -> int:
+    from retrain_assets.runtime.down import run_down
+    from retrain_assets.settings import retrain_home
+
+    if args.grace < 0:
+        raise ValueError(f"--grace must be 0 or more seconds, not {args.grace}")
+    return run_down(retrain_home(), args.grace)
+
+
 def _demo_clock(args: argparse.Namespace) -> int:
     from retrain_assets.demo.clock import run_clock
     from retrain_assets.demo.forecast_requests import ForecastClient, forecast_asker
@@ -110,12 +119,14 @@ def _diagram(args: argparse.Namespace) -> int:
 
 def _status(args: argparse.Namespace) -> int:
     from retrain_assets.policy.deferrals import deferral_lines
+    from retrain_assets.runtime.backend_health import backend_health_lines
     from retrain_assets.runtime.machine_report import status_lines
     from retrain_assets.runtime.serving_status import serving_lines
     from retrain_assets.store.resource import ProjectDatabase
 
     url = ProjectDatabase().prepare()
-    lines = serving_lines(url, args.customer) + status_lines(url, args.customer)
+    lines = backend_health_lines() + serving_lines(url, args.customer)
+    lines += status_lines(url, args.customer)
     print("\n".join(lines + deferral_lines(url, args.customer)))
     return 0
 
@@ -255,7 +266,18 @@ _DESCRIPTIONS = {
     "restarted with backoff (1, 2, 4 ... up to 30 s), named with the end of its log in `up`'s "
     "output and its own log; the fifth crash of one process within 5 minutes stops the others "
     "and exits 1. Each child starts with the default action for SIGTERM, even when `up` was "
-    "launched with it ignored (nohup, a job runner).",
+    "launched with it ignored (nohup, a job runner). `up` records its pid, its processes' pids "
+    "and the endpoints it chose in `$RETRAIN_HOME/platform.json` (owner only; removed at a clean "
+    "stop), where every other command finds them. If `up` itself is killed, its children get "
+    "SIGTERM (a parent-death signal) and its reaper stops every process group it started and "
+    "the embedded Postgres (SIGKILL after 20 s); the next `up` on the home stops what is still "
+    "left, and refuses while the recorded `up` runs, naming its pid and `retrain-assets down`.",
+    "down": "Stop the platform of this RETRAIN_HOME from any terminal: the processes "
+    "`$RETRAIN_HOME/platform.json` records. A running `up` gets SIGTERM and stops its children "
+    "itself; then (or at once, when `up` was killed) each recorded process group still running "
+    "gets SIGTERM, SIGKILL after --grace seconds, and the embedded Postgres stops last. A "
+    "recorded pid whose start time is not the recorded one is another program now: it is left "
+    "alone, named, and the exit code is 1. Says what it stopped.",
     "demo-clock": "What `up` runs for the demo: every N seconds, ask the prediction service for "
     "each demo tenant's forecasts of its next day (customers without a champion are told so), "
     "then land that day; never a day after yesterday, and never more than 3 days ahead of the "
@@ -284,7 +306,9 @@ _DESCRIPTIONS = {
     "(upstream: dagster-io/dagster#3812).",
     "diagram": "Print a state machine (training or rollout) as a Mermaid stateDiagram-v2, "
     "rendered from the table it runs.",
-    "status": "First what serves each customer and how fresh it is, as the UI's "
+    "status": "First the training backend's health (the GPU service's /healthz answered or "
+    "not; for Slurm each node's state, with the reason of a drained or down one, from `sinfo`), "
+    "then what serves each customer and how fresh it is, as the UI's "
     "serving_model_fresh check says (fresh, WARNING or ERROR, with what holds it back and what "
     "waits for a person and how to approve it); then each customer's state machines (training, "
     "rollout): state, run key, job, visits "
@@ -458,6 +482,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="start the platform alone: no demo tenants landed, no demo clock",
     )
     up.set_defaults(handler=_up)
+    down = sub.add_parser(
+        "down",
+        description=_DESCRIPTIONS["down"],
+        help="stop this home's platform (the processes `up` recorded), from any terminal",
+    )
+    down.add_argument(
+        "--grace",
+        type=float,
+        default=20.0,
+        help="seconds between SIGTERM and SIGKILL (default 20)",
+    )
+    down.set_defaults(handler=_down)
     clock = sub.add_parser(
         "demo-clock",
         description=_DESCRIPTIONS["demo-clock"],
@@ -533,7 +569,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     audit.add_argument("--customer", default=None, help="audit one customer only")
     audit.add_argument(
-        "--tracking-uri", default=None, help="default: $MLFLOW_TRACKING_URI, else the local server"
+        "--tracking-uri",
+        default=None,
+        help="default: $MLFLOW_TRACKING_URI, else the running platform's, else the local server",
     )
     audit.set_defaults(handler=_audit)
     decisions = sub.add_parser(
@@ -652,10 +690,31 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Commands that read platform.json themselves: `up` refuses or clears it, `down` stops it.
+_OWN_PLATFORM_FILE = {"up", "down"}
+
+
+def _find_running_platform() -> None:
+    """Point this command at the running platform's endpoints (runtime/platform_env.py)."""
+    from retrain_assets.runtime.platform_env import apply_running_platform
+    from retrain_assets.settings import retrain_home
+
+    def note(line: str) -> None:
+        print(f"retrain-assets: {line}", file=sys.stderr, flush=True)
+
+    apply_running_platform(retrain_home(), note)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run one subcommand; a bad input exits 2 with the reason."""
+    """Run one subcommand; a bad input exits 2 with the reason.
+
+    Every command but `up` and `down` first takes the endpoints of the platform running for
+    RETRAIN_HOME that the environment does not set.
+    """
     args = build_parser().parse_args(argv)
     try:
+        if args.command not in _OWN_PLATFORM_FILE:
+            _find_running_platform()
         return args.handler(args)
     except ValueError as err:
         print(f"retrain-assets {args.command}: {err}", file=sys.stderr)

@@ -20,6 +20,7 @@ LAYERS: list[set[str]] = [
         "__init__",
         "asset_keys",
         "customer_names",
+        "parent_death",
         "settings",
         "settings_catalog",
         "server_process",

@@ -35,7 +35,7 @@ def lock_home(home: Path) -> IO[str]:
         handle.close()
         raise HomeInUse(
             f"another `retrain-assets up` (pid {owner}) is running for {home}; stop it first "
-            "or set RETRAIN_HOME to another folder"
+            "(`retrain-assets down`) or set RETRAIN_HOME to another folder"
         ) from None
     handle.truncate(0)
     handle.write(f"{os.getpid()}\n")

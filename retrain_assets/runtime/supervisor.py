@@ -129,7 +129,7 @@ class Supervisor:
             out.write(f"\n=== {header}\n".encode())
             out.flush()
             process = subprocess.Popen(
-                with_default_signals(spec.argv),
+                with_default_signals(spec.argv, die_with_parent=True),
                 env=dict(env),
                 stdin=subprocess.DEVNULL,
                 stdout=out,

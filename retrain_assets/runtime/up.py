@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+from retrain_assets.gpu.slurm.cluster_config import ClusterPaths
 from retrain_assets.runtime.code_server import (
     SOCKET_NAME,
     code_server_child,
@@ -30,7 +31,16 @@ from retrain_assets.runtime.environment import (
     repo_file,
 )
 from retrain_assets.runtime.lock import HomeInUse, lock_home
+from retrain_assets.runtime.platform_file import (
+    PlatformFileError,
+    RecordedProcess,
+    read_platform_file,
+    remove_platform_file,
+)
+from retrain_assets.runtime.platform_record import PlatformRecorder
 from retrain_assets.runtime.ports import LOOPBACK, PortNeed, busy_port_messages
+from retrain_assets.runtime.reaper import DEFAULT_GRACE_SECONDS, start_reaper
+from retrain_assets.runtime.reaping import stop_platform_processes
 from retrain_assets.runtime.signals import StopRequests
 from retrain_assets.runtime.supervisor import ChildFailed, ChildSpec, Supervisor
 from retrain_assets.runtime.token_files import tokens_folder, write_token_files
@@ -46,14 +56,21 @@ from retrain_assets.settings import (
     ready_timeout_seconds,
     retrain_home,
     serve_port,
+    slurm_home,
     slurm_url,
     training_backend,
     webserver_port,
 )
 from retrain_assets.store.migrations import migrate
-from retrain_assets.store.server import PostgresServer, ensure_database, start_server
+from retrain_assets.store.server import (
+    PostgresServer,
+    embedded_postmaster_pid,
+    ensure_database,
+    forget_handle,
+    start_server,
+)
 
-STOP_GRACE_SECONDS = 20.0
+STOP_GRACE_SECONDS = DEFAULT_GRACE_SECONDS
 WATCH_SECONDS = 0.5
 
 
@@ -176,6 +193,37 @@ def platform_children(
     ]
 
 
+def platform_endpoints(server: PostgresServer) -> dict[str, str]:
+    """Return the endpoints this `up` uses, as `platform.json` records them for other commands.
+
+    The names are those of `runtime/platform_env.ENDPOINT_VARIABLES`.
+    """
+    endpoints = {
+        "mlflow_uri": mlflow_tracking_uri(),
+        "serve_url": f"http://{LOOPBACK}:{serve_port()}",
+        "webserver_port": str(webserver_port()),
+        "postgres_url": server.url,
+        "training_backend": training_backend(),
+    }
+    if training_backend() == "slurm":
+        endpoints["slurm_url"] = slurm_url()
+        local = not os.environ.get("RETRAIN_SLURM_URL")
+        conf = str(ClusterPaths(slurm_home()).conf) if local else os.environ.get("SLURM_CONF")
+        if conf:
+            endpoints["slurm_conf"] = conf
+    else:
+        endpoints["gpu_url"] = gpu_service_url()
+    return endpoints
+
+
+def _record_postgres(recorder: PlatformRecorder, server: PostgresServer) -> None:
+    """Record the embedded Postgres: pg_ctl started it, so it is no child of the supervisor."""
+    pid = embedded_postmaster_pid() if server.embedded else None
+    if pid is not None:
+        # SIGINT is Postgres's fast shutdown: clients disconnected, a clean checkpoint
+        recorder.servers = [RecordedProcess.of("postgres", pid, group=False, stop_signal="SIGINT")]
+
+
 def _say(message: str) -> None:
     print(f"retrain-assets up: {message}", flush=True)
 
@@ -249,17 +297,26 @@ def _print_ready(server: PostgresServer) -> None:
 
 
 def _start_and_watch(
-    supervisor: Supervisor, stop: StopRequests, dagster_yaml: Path, sockets: Path, demo: bool
+    supervisor: Supervisor,
+    stop: StopRequests,
+    dagster_yaml: Path,
+    sockets: Path,
+    demo: bool,
+    recorder: PlatformRecorder,
 ) -> int:
     """Start the platform and keep it running until a stop is requested.
 
     A child that crashes after the start is restarted with backoff; one that crashes too often
-    in a short window (see `RestartPolicy`) ends `up` with ChildFailed.
+    in a short window (see `RestartPolicy`) ends `up` with ChildFailed. `recorder` keeps
+    platform.json up to date with every start and restart.
     """
     folders = prepare_dagster_home(dagster_yaml)
     code_server_socket = sockets / SOCKET_NAME
     workspace = write_workspace(folders.home, code_server_socket)
     server = _prepare_databases()
+    _record_postgres(recorder, server)
+    recorder.endpoints = platform_endpoints(server)
+    recorder.update(supervisor)
     demo_on = start_demo(demo and not stop.requested, server.database_url("app"), _say)
     # once: every child gets the same GPU token
     env = demo_environment(child_environment(server, folders), demo_on)
@@ -275,15 +332,46 @@ def _start_and_watch(
         if stop.requested:
             return 0
         child = supervisor.start(spec, env)
+        recorder.update(supervisor)
         _say(f"started {spec.name} (pid {child.process.pid}, output in {child.log})")
     for child in supervisor.children:
         if not supervisor.wait_ready(child, ready_timeout, lambda: stop.requested):
             return 0
+    recorder.ready = True
+    recorder.update(supervisor)
     _print_ready(server)
     while not stop.requested:
         supervisor.keep_running(_say)
+        recorder.update(supervisor)
         time.sleep(WATCH_SECONDS)
     return 0
+
+
+def _refuse_running_or_clear_stale(home: Path) -> str | None:
+    """Return why `up` must not start (this home's platform runs), or clear a dead one's leftovers.
+
+    A record whose `up` was killed (its reaper killed too, or not done yet) still names its
+    processes: they are stopped here, so they cannot hold the ports this `up` needs.
+    """
+    try:
+        previous = read_platform_file(home)
+    except PlatformFileError as err:
+        return str(err)
+    if previous is None:
+        return None
+    if previous.up.is_running():
+        return (
+            f"another `retrain-assets up` (pid {previous.up.pid}) is running for {home}; stop "
+            "it with `retrain-assets down` (or Ctrl-C in its terminal) or set RETRAIN_HOME to "
+            "another folder"
+        )
+    _say(f"the last `up` on {home} (pid {previous.up.pid}) did not stop; stopping what it left")
+    report = stop_platform_processes(previous.processes, STOP_GRACE_SECONDS)
+    for line in report.lines():
+        _say(line)
+    forget_handle(home, previous.up.pid)
+    remove_platform_file(home)
+    return None
 
 
 def run_up(demo: bool = True) -> int:
@@ -292,29 +380,38 @@ def run_up(demo: bool = True) -> int:
     With `demo` the demo tenants land in an empty landing zone; without it nothing is landed.
 
     Refuses with exit code 2, before starting anything, when a port it needs is taken or another
-    `up` runs for the same RETRAIN_HOME. Returns normally in every case, so the embedded
-    Postgres stops at interpreter exit.
+    `up` runs for the same RETRAIN_HOME (naming its pid and `retrain-assets down`); first stops
+    what a killed `up` on this home left. Returns normally in every case, so the embedded
+    Postgres stops at interpreter exit. Its reaper (runtime/reaper.py) stops the platform if
+    `up` dies without returning.
 
     Raises:
         FileNotFoundError: dagster.yaml is missing from the checkout.
     """
-    dagster_yaml = repo_file("dagster.yaml")
+    dagster_yaml, home = repo_file("dagster.yaml"), retrain_home()
+    refusal = _refuse_running_or_clear_stale(home)
+    if refusal is not None:
+        print(f"retrain-assets up: {refusal}", file=sys.stderr, flush=True)
+        return 2
     busy = busy_port_messages(needed_ports())
     if busy:
         for message in busy:
             print(f"retrain-assets up: {message}", file=sys.stderr, flush=True)
         return 2
     try:
-        home_lock = lock_home(retrain_home())
+        home_lock = lock_home(home)
     except HomeInUse as err:
         print(f"retrain-assets up: {err}", file=sys.stderr, flush=True)
         return 2
     stop = StopRequests()
     stop.install()
-    supervisor = Supervisor(retrain_home() / "logs")
+    supervisor = Supervisor(home / "logs")
+    reaper, reaper_pipe = start_reaper(home, home / "logs" / "reaper.log", STOP_GRACE_SECONDS)
+    recorder = PlatformRecorder(home)
+    recorder.update(supervisor)
     code, sockets = 0, socket_folder()
     try:
-        code = _start_and_watch(supervisor, stop, dagster_yaml, sockets, demo)
+        code = _start_and_watch(supervisor, stop, dagster_yaml, sockets, demo, recorder)
     except ChildFailed as err:
         print(f"retrain-assets up: {err}", file=sys.stderr, flush=True)
         code = 1
@@ -326,6 +423,9 @@ def run_up(demo: bool = True) -> int:
             if killed:
                 _say(f"killed after {STOP_GRACE_SECONDS:.0f} s: {', '.join(killed)}")
         remove_socket_folder(sockets)
+        remove_platform_file(home)  # first: the reaper then finds nothing to do
+        os.close(reaper_pipe)
+        reaper.wait()
         _say("stopped")
         home_lock.close()
     return code

@@ -7,6 +7,7 @@ and the GPU service) lives on this one server, each in a database of its own.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import warnings
@@ -98,3 +99,30 @@ def ensure_database(server: PostgresServer, purpose: str) -> str:
     finally:
         admin.close()
     return url
+
+
+def embedded_postmaster_pid(home: Path | None = None) -> int | None:
+    """Return the pid of the embedded server's postmaster (postmaster.pid's first line), if any."""
+    pid_file = (home or retrain_home()) / "pg" / "postmaster.pid"
+    try:
+        first = pid_file.read_text().splitlines()[0]
+    except (FileNotFoundError, IndexError):
+        return None
+    return int(first) if first.strip().isdigit() else None
+
+
+def forget_handle(home: Path, pid: int) -> None:
+    """Drop a dead process's handle on the embedded server (pgserver's `.handle_pids.json`).
+
+    pgserver stops the server when the last handle lets go; a process killed hard never lets
+    go, so its pid would keep every later `up` from stopping the server at its exit.
+    """
+    handles = home / "pg" / ".handle_pids.json"
+    try:
+        pids = json.loads(handles.read_text())
+    except FileNotFoundError:
+        return
+    if not isinstance(pids, list):
+        raise ValueError(f"{handles} is not a list of pids: {pids!r}")
+    if pid in pids:
+        handles.write_text(json.dumps([p for p in pids if p != pid]))

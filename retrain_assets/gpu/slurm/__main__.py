@@ -31,7 +31,8 @@ def run(args: argparse.Namespace) -> int:
         signal.signal(sig, lambda *_: stop.set())
     root = slurm_home()
     try:
-        cluster = start_cluster(root, ClusterPorts(args.controller_port, args.node_port))
+        ports = ClusterPorts(args.controller_port, args.node_port)
+        cluster = start_cluster(root, ports, die_with_parent=True)
     except ClusterError as error:
         print(f"slurm: {error}\n(packages: apt-get install -y {APT_PACKAGES})", file=sys.stderr)
         return 2

@@ -4,6 +4,8 @@
 (without it a Slurm binary asks DNS for its configuration, off loopback), runs in the
 foreground in its own process group, and logs under the cluster's folder. slurmrestd listens
 on a unix socket with `rest_auth/local`; as root it needs SLURMRESTD_SECURITY=disable_user_check.
+Started for `up` (`die_with_parent`), each daemon gets SIGTERM when `retrain-assets slurm` dies,
+even of SIGKILL: in sessions of their own, the daemons are out of reach of its group's signals.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from retrain_assets.gpu.slurm.cluster_config import (
     ClusterPorts,
     write_cluster_files,
 )
+from retrain_assets.parent_death import launcher
 
 DAEMONS = ("munged", "slurmctld", "slurmd", "slurmrestd")
 OPENAPI_PLUGIN = "openapi/v0.0.38"
@@ -63,6 +66,7 @@ class SlurmCluster:
     paths: ClusterPaths
     ports: ClusterPorts
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    die_with_parent: bool = False
 
     @property
     def rest_url(self) -> str:
@@ -84,6 +88,8 @@ class SlurmCluster:
             sockets[name].unlink(missing_ok=True)
         log = self.paths.log(f"{name}.out").open("ab")
         command = _command(name, self.paths)
+        if self.die_with_parent:  # start_daemon runs in the main thread of `retrain-assets slurm`
+            command = launcher(command)
         self.processes[name] = subprocess.Popen(
             command,
             env=self.env(),
@@ -107,15 +113,20 @@ class SlurmCluster:
                 _kill_group(process, signal.SIGTERM)
 
 
-def start_cluster(root: Path, ports: ClusterPorts | None = None) -> SlurmCluster:
+def start_cluster(
+    root: Path, ports: ClusterPorts | None = None, die_with_parent: bool = False
+) -> SlurmCluster:
     """Write the cluster's files under `root` and start its four daemons, each until it answers.
+
+    With `die_with_parent` the daemons get SIGTERM when this process dies (call it from the
+    main thread: the signal follows the thread that started them).
 
     Raises:
         ClusterError: a binary is missing, or a daemon exited or did not answer in time.
     """
     paths = ClusterPaths(root)
     write_cluster_files(paths, ports or ClusterPorts())
-    cluster = SlurmCluster(paths, ports or ClusterPorts())
+    cluster = SlurmCluster(paths, ports or ClusterPorts(), die_with_parent=die_with_parent)
     try:
         for name in DAEMONS:
             cluster.start_daemon(name)
