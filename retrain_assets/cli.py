@@ -22,6 +22,7 @@ from retrain_assets.runtime.machine_catalog import MACHINES
 from retrain_assets.serving.__main__ import add_arguments as add_serve_arguments
 from retrain_assets.serving.__main__ import run as run_serve
 from retrain_assets.settings import landing_root
+from retrain_assets.settings_model import check_settings
 
 
 def _simulate(args: argparse.Namespace) -> int:
@@ -653,9 +654,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run one subcommand; a bad input exits 2 with the reason."""
+    """Run one subcommand; a bad input or setting exits 2 with the reason, before it starts."""
     args = build_parser().parse_args(argv)
     try:
+        check_settings()
         return args.handler(args)
     except ValueError as err:
         print(f"retrain-assets {args.command}: {err}", file=sys.stderr)

@@ -8,7 +8,6 @@ MLflow) start before the Dagster processes that call them.
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from pathlib import Path
@@ -50,6 +49,7 @@ from retrain_assets.settings import (
     training_backend,
     webserver_port,
 )
+from retrain_assets.settings_model import check_settings, current_settings
 from retrain_assets.store.migrations import migrate
 from retrain_assets.store.server import PostgresServer, ensure_database, start_server
 
@@ -85,7 +85,7 @@ def training_children(bin_dir: Path) -> list[ChildSpec]:
     remote service or cluster, nothing.
     """
     if training_backend() == "slurm":
-        if os.environ.get("RETRAIN_SLURM_URL"):
+        if current_settings().slurm_url:
             return []
         return [ChildSpec(name="slurm", argv=(str(bin_dir / "retrain-assets"), "slurm"))]
     return [gpu_service_child(bin_dir)] if local_gpu_service() else []
@@ -218,7 +218,7 @@ def _say_remote_gpu() -> None:
     if remote is None:
         return
     _say(f"using the GPU service at RETRAIN_GPU_URL {remote}; not starting the local one")
-    if not os.environ.get("RETRAIN_GPU_TOKEN"):
+    if not current_settings().gpu_token:
         _say("RETRAIN_GPU_TOKEN is not set: the clients send the development token")
 
 
@@ -296,8 +296,10 @@ def run_up(demo: bool = True) -> int:
     Postgres stops at interpreter exit.
 
     Raises:
+        SettingsError: a setting is malformed or out of range (the CLI exits 2 naming it).
         FileNotFoundError: dagster.yaml is missing from the checkout.
     """
+    check_settings()  # a bad setting is refused (SettingsError) before anything starts
     dagster_yaml = repo_file("dagster.yaml")
     busy = busy_port_messages(needed_ports())
     if busy:
