@@ -276,7 +276,7 @@ def test_up_runs_a_one_node_slurm_cluster_instead_of_the_gpu_service(monkeypatch
     children = up.platform_children(tmp_path / "code.sock", tmp_path / "workspace.yaml", BACKEND)
     assert children[0].name == "prediction-service"
     monkeypatch.setenv("RETRAIN_TRAINING_BACKEND", "kubernetes")
-    with pytest.raises(ValueError, match="RETRAIN_TRAINING_BACKEND must be one of"):
+    with pytest.raises(ValueError, match="RETRAIN_TRAINING_BACKEND=kubernetes: must be one of"):
         up.platform_children(tmp_path / "code.sock", tmp_path / "workspace.yaml", BACKEND)
 
 
@@ -364,5 +364,5 @@ def test_the_ready_timeout_is_configurable_and_checked(monkeypatch):
     assert ready_timeout_seconds() == 480.0
     for bad in ("0", "-5", "soon"):
         monkeypatch.setenv("RETRAIN_READY_TIMEOUT_SECONDS", bad)
-        with pytest.raises(ValueError, match="RETRAIN_READY_TIMEOUT_SECONDS must be"):
+        with pytest.raises(ValueError, match=f"RETRAIN_READY_TIMEOUT_SECONDS={bad}: must be"):
             ready_timeout_seconds()
