@@ -207,6 +207,24 @@ def test_up_refuses_a_taken_port_before_starting_anything(tmp_path, setting, nee
     assert not home.exists()  # no Postgres, no DAGSTER_HOME, no logs: refused before anything
 
 
+def test_up_refuses_a_bad_setting_before_starting_anything(tmp_path):
+    home = tmp_path / "home"
+    bad = {"RETRAIN_POLL_INTERVAL_SECONDS": "0"}
+    env = up_environment(home, free_port(), free_port()) | bad
+    result = subprocess.run(UP, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2, result.stdout + result.stderr
+    refusal = "retrain-assets up: RETRAIN_POLL_INTERVAL_SECONDS=0: must be a whole number >= 1"
+    assert refusal in result.stderr.splitlines()
+    assert result.stdout == ""  # not one "starting ..." line
+    assert not home.exists()  # no Postgres folder, no DAGSTER_HOME, no logs, no token files
+    children = [
+        process.pid
+        for process in psutil.process_iter(["cmdline"])
+        if str(home) in " ".join(process.info["cmdline"] or [])
+    ]
+    assert children == []  # no process of this RETRAIN_HOME was left behind
+
+
 BACKEND = "postgresql+psycopg2://postgres:@/retrain_mlflow?host=/tmp/pg"
 
 
