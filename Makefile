@@ -51,7 +51,7 @@ up: install
 	$(VENV)/bin/retrain-assets up
 
 # docs/cli.md and docs/configuration.md, rendered from the CLI's parsers and the settings
-# catalogue (retrain_assets/reference_docs.py); a test fails when the committed pages differ.
+# model (retrain_assets/reference_docs.py); a test fails when the committed pages differ.
 .PHONY: docs
 docs: install
 	$(VENV)/bin/python -m retrain_assets.reference_docs

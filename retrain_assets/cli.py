@@ -22,6 +22,7 @@ from retrain_assets.runtime.machine_catalog import MACHINES
 from retrain_assets.serving.__main__ import add_arguments as add_serve_arguments
 from retrain_assets.serving.__main__ import run as run_serve
 from retrain_assets.settings import landing_root
+from retrain_assets.settings_model import check_settings
 
 
 def _simulate(args: argparse.Namespace) -> int:
@@ -706,13 +707,14 @@ def _find_running_platform() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run one subcommand; a bad input exits 2 with the reason.
+    """Run one subcommand; a bad input or setting exits 2 with the reason, before it starts.
 
     Every command but `up` and `down` first takes the endpoints of the platform running for
     RETRAIN_HOME that the environment does not set.
     """
     args = build_parser().parse_args(argv)
     try:
+        check_settings()
         if args.command not in _OWN_PLATFORM_FILE:
             _find_running_platform()
         return args.handler(args)

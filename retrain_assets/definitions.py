@@ -37,6 +37,7 @@ from retrain_assets.models.training_job_asset import training_job
 from retrain_assets.policy.approval import approve_drift_retraining
 from retrain_assets.registry.resource import MlflowRegistryResource
 from retrain_assets.run_workers import install_run_workers
+from retrain_assets.settings_model import check_settings
 from retrain_assets.store.resource import ProjectDatabase
 
 FEATURES_JOB = "features_job"
@@ -47,11 +48,12 @@ def build_definitions() -> dg.Definitions:
     """Return the code location; resources resolve their environment when a run starts.
 
     The sensors' tick intervals are read here, from the environment, and nowhere at import: a
-    bad value raises `InvalidInterval` naming the variable and the value.
+    bad value raises `SettingsError` naming the variable, the value and its range.
 
     There is deliberately no edge from `features` into `models`: the model side learns which
     snapshot to read from its run config (a recorded decision), never from the asset graph.
     """
+    check_settings()  # every setting, not only the intervals: refused before the location loads
     storage = PartitionStorage()
     return dg.Definitions(
         assets=[

@@ -13,25 +13,16 @@ mlforecast itself or quantile objectives: docs/decisions.md, issue 26 part 4.
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-LEVELS_ENV = "RETRAIN_INTERVAL_LEVELS"
-WINDOWS_ENV = "RETRAIN_INTERVAL_WINDOWS"
-WINDOW_DAYS_ENV = "RETRAIN_INTERVAL_WINDOW_DAYS"
-TOLERANCE_ENV = "RETRAIN_INTERVAL_COVERAGE_TOLERANCE"
-DEFAULT_LEVELS = (80.0, 95.0)
-MAX_LEVELS = 5
+from retrain_assets.settings_model import FIELDS, current_settings
+
 METHOD = "split conformal: absolute errors of rolling-origin refits"
 METADATA_KEY = "prediction_intervals"  # the registered MLflow model's metadata entry
 _PREFIX = "interval_"  # the artifact's metrics: interval_halfwidth_80, interval_windows, ...
-
-
-class InvalidIntervalSetting(ValueError):
-    """A level, window count or tolerance that cannot make intervals; the message says where."""
 
 
 def level_name(level: float) -> str:
@@ -39,66 +30,20 @@ def level_name(level: float) -> str:
     return f"{level:g}"
 
 
-def parse_levels(text: str, where: str = LEVELS_ENV) -> tuple[float, ...]:
-    """Return the levels of a comma-separated list ("80,95"), ascending; "" or "none": none.
-
-    Raises:
-        InvalidIntervalSetting: a level is not a number in (0, 100), repeats, or there are more
-            than MAX_LEVELS; the message names `where` and the level.
-    """
-    text = text.strip()
-    if text.lower() in ("", "none"):
-        return ()
-    levels: list[float] = []
-    for part in text.split(","):
-        try:
-            level = float(part.strip())
-        except ValueError:
-            raise InvalidIntervalSetting(
-                f"{where}: {part.strip()!r} is not a level (a percentage such as 80)"
-            ) from None
-        if not (math.isfinite(level) and 0 < level < 100):
-            raise InvalidIntervalSetting(
-                f"{where}: level {part.strip()} is outside (0, 100); levels are percentages"
-            )
-        if level in levels:
-            raise InvalidIntervalSetting(f"{where}: level {level_name(level)} is listed twice")
-        levels.append(level)
-    if len(levels) > MAX_LEVELS:
-        raise InvalidIntervalSetting(f"{where}: {len(levels)} levels; at most {MAX_LEVELS}")
-    return tuple(sorted(levels))
-
-
-def _int_setting(name: str, default: int, low: int, high: int) -> int:
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise InvalidIntervalSetting(f"{name}: {raw!r} is not a whole number") from None
-    if not low <= value <= high:
-        raise InvalidIntervalSetting(f"{name}: {value} is outside [{low}, {high}]")
-    return value
-
-
 @dataclass(frozen=True)
 class IntervalRules:
     """Which levels to compute and from how many rolling-origin windows (RETRAIN_INTERVAL_*)."""
 
-    levels: tuple[float, ...] = DEFAULT_LEVELS
-    windows: int = 2
-    window_days: int = 7
+    levels: tuple[float, ...] = FIELDS["interval_levels"].default
+    windows: int = FIELDS["interval_windows"].default
+    window_days: int = FIELDS["interval_window_days"].default
 
     @classmethod
     def from_settings(cls) -> IntervalRules:
-        """Return the rules the environment sets (InvalidIntervalSetting names a bad one)."""
-        raw = os.environ.get(LEVELS_ENV)
-        levels = DEFAULT_LEVELS if raw is None else parse_levels(raw)
+        """Return the rules the settings hold (SettingsError names a bad one)."""
+        settings = current_settings()
         return cls(
-            levels=levels,
-            windows=_int_setting(WINDOWS_ENV, cls.windows, 2, 12),
-            window_days=_int_setting(WINDOW_DAYS_ENV, cls.window_days, 1, 28),
+            settings.interval_levels, settings.interval_windows, settings.interval_window_days
         )
 
     def as_spec(self) -> dict[str, object] | None:
@@ -119,20 +64,9 @@ def coverage_tolerance() -> float:
     the live demo's price-cut challenger at 68.3 %: docs/decisions.md).
 
     Raises:
-        InvalidIntervalSetting: not a number in [0, 1).
+        SettingsError: not a number in [0, 1) (or another setting is bad).
     """
-    raw = os.environ.get(TOLERANCE_ENV, "").strip()
-    if not raw:
-        return 0.15
-    try:
-        value = float(raw)
-    except ValueError:
-        raise InvalidIntervalSetting(f"{TOLERANCE_ENV}: {raw!r} is not a number") from None
-    if not (math.isfinite(value) and 0 <= value < 1):
-        raise InvalidIntervalSetting(
-            f"{TOLERANCE_ENV}: {raw} is outside [0, 1) (a fraction: 0.10 is ten points)"
-        )
-    return value
+    return current_settings().interval_coverage_tolerance
 
 
 def conformal_halfwidth(scores: np.ndarray, level: float) -> float | None:

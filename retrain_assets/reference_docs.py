@@ -1,8 +1,8 @@
 """Render docs/cli.md and docs/configuration.md from the code they describe (`make docs`).
 
-The command line's parsers and the settings catalogue are the sources; the pages are their
-text as markdown, committed so a clone reads them without running anything, and a test fails
-when a committed page differs from what this module renders now.
+The command line's parsers and the settings model (`RetrainSettings`) are the sources; the
+pages are their text as markdown, committed so a clone reads them without running anything,
+and a test fails when a committed page differs from what this module renders now.
 """
 
 from __future__ import annotations
@@ -14,12 +14,18 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from retrain_assets.cli import build_parser
-from retrain_assets.settings_catalog import SETTINGS, Setting
+from retrain_assets.settings_model import FIELDS, env_name, number_text, requirement
 
 USAGE_WIDTH = 100  # usage lines wrap here, whatever the terminal that runs `make docs`
 COMMAND = "make docs"
 
 CONFIGURATION_INTRO = """\
+Every variable below is a field of one typed model, `RetrainSettings` in
+`retrain_assets/settings_model/model.py`, with the type, range and default shown here. Every
+process (`up` and each child it starts, the command line, the code location) validates the whole
+model before it starts anything and refuses a bad value with one message naming it, e.g.
+`RETRAIN_POLL_INTERVAL_SECONDS=0: must be a whole number >= 1` (the command line exits 2).
+
 The code location reads its resources' URLs and tokens (`RETRAIN_APP_PG_URL`, `RETRAIN_GPU_URL`,
 `RETRAIN_GPU_TOKEN`, `MLFLOW_TRACKING_URI`) through `dg.EnvVar` in `definitions.py`: `up` exports
 them to every process, and a run started without one fails naming the variable. The sensors'
@@ -138,20 +144,34 @@ def cli_markdown(parser: argparse.ArgumentParser | None = None) -> str:
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
-def configuration_markdown(settings: Sequence[Setting] = SETTINGS) -> str:
+def default_text(field: str) -> str:
+    """Return a field's default as markdown: the value the code has, or what unset means."""
+    info = FIELDS[field]
+    if info.default is None:
+        extra = info.json_schema_extra
+        meaning = extra.get("unset") if isinstance(extra, dict) else None
+        return f"unset: {meaning}" if meaning else "unset"
+    if isinstance(info.default, tuple):
+        return f"`{','.join(number_text(item) for item in info.default)}`"
+    return f"`{number_text(info.default)}`"
+
+
+def configuration_markdown(fields: Sequence[str] = tuple(FIELDS)) -> str:
     """Return docs/configuration.md: the explanation, then one row per variable."""
     lines = [
-        _banner("`SETTINGS` in `retrain_assets/settings_catalog.py`"),
+        _banner("`RetrainSettings` in `retrain_assets/settings_model/model.py`"),
         "",
         "# Configuration",
         "",
         CONFIGURATION_INTRO,
         "",
-        "| variable | meaning | default |",
-        "| --- | --- | --- |",
+        "| variable | value | default | meaning |",
+        "| --- | --- | --- | --- |",
     ]
     lines += [
-        f"| `{item.name}` | {_cell(item.meaning)} | {_cell(item.default)} |" for item in settings
+        f"| `{env_name(field)}` | {_cell(requirement(field))} | {_cell(default_text(field))} "
+        f"| {_cell(FIELDS[field].description or '')} |"
+        for field in fields
     ]
     return "\n".join(lines) + "\n"
 

@@ -22,30 +22,21 @@ from __future__ import annotations
 
 import multiprocessing
 import multiprocessing.forkserver
-import os
 from multiprocessing.context import BaseContext
 
 from retrain_assets.dagster_private import MP_CONTEXT_ATTRIBUTE, code_server_class
+from retrain_assets.settings_model import current_settings
 
-SETTING = "RETRAIN_RUN_WORKERS"
-START_METHODS = ("forkserver", "spawn")
 PRELOAD = ("retrain_assets.definitions",)
-
-
-class InvalidRunWorkers(ValueError):
-    """RETRAIN_RUN_WORKERS names no start method this module knows."""
 
 
 def run_start_method() -> str:
     """Return how run workers start: RETRAIN_RUN_WORKERS, "spawn" (Dagster's own) by default.
 
     Raises:
-        InvalidRunWorkers: the setting is neither "forkserver" nor "spawn".
+        SettingsError: the setting is neither "forkserver" nor "spawn" (or another is bad).
     """
-    method = os.environ.get(SETTING, "spawn").strip().lower() or "spawn"
-    if method not in START_METHODS:
-        raise InvalidRunWorkers(f"{SETTING}={method!r}: expected one of {', '.join(START_METHODS)}")
-    return method
+    return current_settings().run_workers
 
 
 def run_worker_context(method: str) -> BaseContext:

@@ -2,36 +2,38 @@
 
 Everything is resolved when a function is called, never at import time, so a test or a child
 process can point the whole project somewhere else by setting environment variables. Every
-variable the package reads, here or elsewhere, is listed in settings_catalog.py.
+variable the package reads, here or elsewhere, is a field of `RetrainSettings`
+(settings_model/model.py), which types, bounds and documents it; these functions read it
+from there.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
-DEFAULT_HOME = ".retrain"
-DEFAULT_DB_PREFIX = "retrain_"
+from retrain_assets.settings_model import FIELDS, current_settings
+
 # The GPU and prediction services' well-known development token: a hand-started local service
 # and its client agree without configuration. `up` never uses it (it exports random tokens).
 DEV_TOKEN = "dev-token"
-DEFAULT_GPU_PORT = 8765  # the GPU service's own default port
+DEFAULT_GPU_PORT: int = FIELDS["gpu_port"].default  # the GPU service's own default port
+DEFAULT_GPU_SLOTS: int = FIELDS["gpu_slots"].default
 
 
 def retrain_home() -> Path:
     """Return `$RETRAIN_HOME` (default `./.retrain`): deleting it is a full local reset."""
-    return Path(os.environ.get("RETRAIN_HOME", DEFAULT_HOME)).expanduser().resolve()
+    return Path(current_settings().home).expanduser().resolve()
 
 
 def landing_root() -> str:
     """Return where customers' daily files land (a folder or an object-storage URL)."""
-    return os.environ.get("RETRAIN_LANDING_URL") or str(retrain_home() / "landing")
+    return current_settings().landing_url or str(retrain_home() / "landing")
 
 
 def storage_root() -> str:
     """Return where asset partitions are stored as Parquet (a folder or an object-storage URL)."""
-    return os.environ.get("RETRAIN_STORAGE_URL") or str(retrain_home() / "storage")
+    return current_settings().storage_url or str(retrain_home() / "storage")
 
 
 def dagster_home() -> Path:
@@ -41,12 +43,12 @@ def dagster_home() -> Path:
 
 def database_name(purpose: str) -> str:
     """Return the database used for one purpose (`dagster`, `app`, ...) on the shared server."""
-    return os.environ.get("RETRAIN_DB_PREFIX", DEFAULT_DB_PREFIX) + purpose
+    return current_settings().db_prefix + purpose
 
 
 def webserver_port() -> int:
     """Return the port dagster-webserver listens on (default 3000)."""
-    return int(os.environ.get("RETRAIN_WEBSERVER_PORT", "3000"))
+    return current_settings().webserver_port
 
 
 def gpu_service_port() -> int:
@@ -54,7 +56,7 @@ def gpu_service_port() -> int:
 
     Only the local service uses it; a service at RETRAIN_GPU_URL listens wherever it was put.
     """
-    return int(os.environ.get("RETRAIN_GPU_PORT", str(DEFAULT_GPU_PORT)))
+    return current_settings().gpu_port
 
 
 def gpu_service_url() -> str:
@@ -63,7 +65,7 @@ def gpu_service_url() -> str:
     `$RETRAIN_GPU_URL` when set (a remote service: `up` then starts no local one), else the
     local service `up` starts on loopback at `gpu_service_port()`.
     """
-    return os.environ.get("RETRAIN_GPU_URL") or f"http://127.0.0.1:{gpu_service_port()}"
+    return current_settings().gpu_url or f"http://127.0.0.1:{gpu_service_port()}"
 
 
 def gpu_token() -> str:
@@ -73,7 +75,7 @@ def gpu_token() -> str:
     local service agree without configuration; `up` never relies on it for its own service
     (it exports a random token when the variable is unset).
     """
-    return os.environ.get("RETRAIN_GPU_TOKEN") or DEV_TOKEN
+    return current_settings().gpu_token or DEV_TOKEN
 
 
 def gpu_slots() -> int:
@@ -82,7 +84,7 @@ def gpu_slots() -> int:
     Each slot is a worker process with its own model in memory: size it to the GPUs (or cores)
     of the machine.
     """
-    return int(os.environ.get("RETRAIN_GPU_SLOTS", "2"))
+    return current_settings().gpu_slots
 
 
 def gpu_allow_faults() -> bool:
@@ -91,24 +93,16 @@ def gpu_allow_faults() -> bool:
     Only tests that exercise crash and resume paths turn it on (`RETRAIN_GPU_ALLOW_FAULTS=1`
     or `true`); a production service must refuse such specs.
     """
-    return os.environ.get("RETRAIN_GPU_ALLOW_FAULTS", "").strip().lower() in {"1", "true"}
-
-
-TRAINING_BACKENDS = ("reference", "slurm")
+    return current_settings().gpu_allow_faults
 
 
 def training_backend() -> str:
     """Return which training backend the platform submits to: `reference` (default) or `slurm`.
 
     Raises:
-        ValueError: RETRAIN_TRAINING_BACKEND names neither.
+        SettingsError: RETRAIN_TRAINING_BACKEND names neither (or another setting is bad).
     """
-    name = os.environ.get("RETRAIN_TRAINING_BACKEND", "reference").strip().lower() or "reference"
-    if name not in TRAINING_BACKENDS:
-        raise ValueError(
-            f"RETRAIN_TRAINING_BACKEND must be one of {TRAINING_BACKENDS}, not {name!r}"
-        )
-    return name
+    return current_settings().training_backend
 
 
 def slurm_home() -> Path:
@@ -121,48 +115,48 @@ def slurm_url() -> str:
 
     Default: the unix socket of the cluster `retrain-assets slurm` starts under RETRAIN_HOME.
     """
-    return os.environ.get("RETRAIN_SLURM_URL") or f"unix://{slurm_home() / 'slurmrestd.socket'}"
+    return current_settings().slurm_url or f"unix://{slurm_home() / 'slurmrestd.socket'}"
 
 
 def slurm_token() -> str | None:
     """Return the `auth/jwt` token for a remote slurmrestd (None: `rest_auth/local`)."""
-    return os.environ.get("RETRAIN_SLURM_TOKEN") or None
+    return current_settings().slurm_token
 
 
 def slurm_user() -> str | None:
     """Return the Slurm user name sent with the token (X-SLURM-USER-NAME), if any."""
-    return os.environ.get("RETRAIN_SLURM_USER") or None
+    return current_settings().slurm_user
 
 
 def slurm_partition() -> str | None:
     """Return the partition training jobs queue in (None: the cluster's default partition)."""
-    return os.environ.get("RETRAIN_SLURM_PARTITION") or None
+    return current_settings().slurm_partition
 
 
 def slurm_time_limit_minutes() -> int:
     """Return each training job's time limit in minutes (default 360: five hours and a margin)."""
-    return int(_positive_number("RETRAIN_SLURM_TIME_LIMIT_MINUTES", "360", int))
+    return current_settings().slurm_time_limit_minutes
 
 
 def slurm_gres() -> str | None:
     """Return the generic resources each job asks for, e.g. `gpu:1` (None: no GPU asked)."""
-    return os.environ.get("RETRAIN_SLURM_GRES") or None
+    return current_settings().slurm_gres
 
 
 def slurm_storage() -> Path:
     """Return the folder, shared with every Slurm node, for specs, checkpoints and models."""
-    shared = os.environ.get("RETRAIN_SLURM_STORAGE")
+    shared = current_settings().slurm_storage
     return Path(shared).expanduser().resolve() if shared else slurm_home() / "jobs"
 
 
 def slurm_python() -> str:
     """Return the Python the batch jobs run on the nodes (default: this process's own)."""
-    return os.environ.get("RETRAIN_SLURM_PYTHON") or sys.executable
+    return current_settings().slurm_python or sys.executable
 
 
 def mlflow_port() -> int:
     """Return the port of the MLflow tracking server `up` starts (default 5000, MLflow's own)."""
-    return int(os.environ.get("RETRAIN_MLFLOW_PORT", "5000"))
+    return current_settings().mlflow_port
 
 
 def mlflow_tracking_uri() -> str:
@@ -171,7 +165,7 @@ def mlflow_tracking_uri() -> str:
     `$MLFLOW_TRACKING_URI` when set (a server someone else runs: `up` then starts no local
     one), else the local server `up` starts on loopback at `mlflow_port()`.
     """
-    return os.environ.get("MLFLOW_TRACKING_URI") or f"http://127.0.0.1:{mlflow_port()}"
+    return current_settings().mlflow_tracking_uri or f"http://127.0.0.1:{mlflow_port()}"
 
 
 def mlflow_artifacts_root() -> str:
@@ -180,46 +174,21 @@ def mlflow_artifacts_root() -> str:
     RETRAIN_MLFLOW_ARTIFACTS_URL names object storage (e.g. `s3://bucket/mlflow`) instead of
     the folder under RETRAIN_HOME; the server reads and writes it, clients never touch it.
     """
-    return os.environ.get("RETRAIN_MLFLOW_ARTIFACTS_URL") or str(
-        retrain_home() / "mlflow-artifacts"
-    )
+    return current_settings().mlflow_artifacts_url or str(retrain_home() / "mlflow-artifacts")
 
 
 def gate_margin() -> float:
     """Return how much lower (relative) a candidate's WAPE must be to pass the gate.
 
     Raises:
-        ValueError: RETRAIN_GATE_MARGIN is not a number in [0, 1).
+        SettingsError: RETRAIN_GATE_MARGIN is not a number in [0, 1) (or another setting is bad).
     """
-    text = os.environ.get("RETRAIN_GATE_MARGIN", "0.02")
-    try:
-        margin = float(text)
-    except ValueError:
-        raise ValueError(f"RETRAIN_GATE_MARGIN must be a number like 0.02, not {text!r}") from None
-    if not 0.0 <= margin < 1.0:
-        raise ValueError(f"RETRAIN_GATE_MARGIN must be in [0, 1), not {margin}")
-    return margin
-
-
-def _positive_number(name: str, default: str, kind: type[int] | type[float]) -> int | float:
-    """Return the positive number in `$name` (default `default`), or say which variable is bad.
-
-    Raises:
-        ValueError: the variable is not a positive number of `kind`.
-    """
-    text = os.environ.get(name, default)
-    try:
-        value = kind(text)
-    except ValueError:
-        raise ValueError(f"{name} must be a positive {kind.__name__}, not {text!r}") from None
-    if not value > 0:
-        raise ValueError(f"{name} must be positive, not {value}")
-    return value
+    return current_settings().gate_margin
 
 
 def serve_port() -> int:
     """Return the port of the prediction service `up` starts (default 8080)."""
-    return int(_positive_number("RETRAIN_SERVE_PORT", "8080", int))
+    return current_settings().serve_port
 
 
 def serve_url() -> str:
@@ -228,7 +197,7 @@ def serve_url() -> str:
     `$RETRAIN_SERVE_URL` when set, else the local service `up` starts on loopback at
     `serve_port()`.
     """
-    return os.environ.get("RETRAIN_SERVE_URL") or f"http://127.0.0.1:{serve_port()}"
+    return current_settings().serve_url or f"http://127.0.0.1:{serve_port()}"
 
 
 def serve_token() -> str:
@@ -238,7 +207,7 @@ def serve_token() -> str:
     in agreement; `up` exports a random token when the variable is unset, and the service warns
     when it runs with the default.
     """
-    return os.environ.get("RETRAIN_SERVE_TOKEN") or DEV_TOKEN
+    return current_settings().serve_token or DEV_TOKEN
 
 
 def serve_max_models() -> int:
@@ -247,12 +216,12 @@ def serve_max_models() -> int:
     Each is one (customer, version) LightGBM booster; the least recently used one is dropped
     when a new one is loaded past this bound.
     """
-    return int(_positive_number("RETRAIN_SERVE_MAX_MODELS", "32", int))
+    return current_settings().serve_max_models
 
 
 def serve_max_rows() -> int:
     """Return the most rows one prediction request may carry (default 10,000; more is a 413)."""
-    return int(_positive_number("RETRAIN_SERVE_MAX_ROWS", "10000", int))
+    return current_settings().serve_max_rows
 
 
 def serve_max_history_mb() -> float:
@@ -260,18 +229,19 @@ def serve_max_history_mb() -> float:
 
     Past it the least recently asked customer's table is dropped and rebuilt when next asked.
     """
-    return float(_positive_number("RETRAIN_SERVE_MAX_HISTORY_MB", "512", float))
+    return current_settings().serve_max_history_mb
 
 
 def serve_refresh_seconds() -> float:
     """Return how often the prediction service reads changed `serving_routes` rows (default 2)."""
-    return float(_positive_number("RETRAIN_SERVE_REFRESH_SECONDS", "2", float))
+    return current_settings().serve_refresh_seconds
 
 
 def ready_timeout_seconds() -> float:
     """Return how long `up` waits for each process to answer once started (a loaded host: more).
 
     Raises:
-        ValueError: RETRAIN_READY_TIMEOUT_SECONDS is not a positive number.
+        SettingsError: RETRAIN_READY_TIMEOUT_SECONDS is not a positive number (or another
+            setting is bad).
     """
-    return _positive_number("RETRAIN_READY_TIMEOUT_SECONDS", "120", float)
+    return current_settings().ready_timeout_seconds

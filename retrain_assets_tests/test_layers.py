@@ -15,14 +15,13 @@ PACKAGE = Path(__file__).resolve().parent.parent / "retrain_assets"
 
 # Bottom first. Packages in one layer are independent: neither imports the other.
 LAYERS: list[set[str]] = [
-    {"dagster_private", "known_warnings"},
+    {"dagster_private", "known_warnings", "settings_model"},
     {
         "__init__",
         "asset_keys",
         "customer_names",
         "parent_death",
         "settings",
-        "settings_catalog",
         "server_process",
         "prediction_intervals",
         "run_workers",

@@ -8,16 +8,16 @@ import pytest
 from retrain_assets.prediction_intervals import (
     IntervalRules,
     IntervalTable,
-    InvalidIntervalSetting,
     bounds,
     conformal_halfwidth,
     coverage,
     coverage_tolerance,
-    parse_levels,
 )
+from retrain_assets.settings_model import SettingsError, current_settings
+from retrain_assets.settings_model.model import parse_levels
 
 
-def test_levels_parse_sorted_and_bad_ones_are_named() -> None:
+def test_levels_parse_sorted_and_bad_ones_are_named(monkeypatch: pytest.MonkeyPatch) -> None:
     assert parse_levels("95, 80") == (80.0, 95.0)
     assert parse_levels("97.5") == (97.5,)
     assert parse_levels("none") == parse_levels(" ") == ()
@@ -28,8 +28,9 @@ def test_levels_parse_sorted_and_bad_ones_are_named() -> None:
         ("80,80", "level 80 is listed twice"),
         ("10,20,30,40,50,60", "6 levels; at most 5"),
     ):
-        with pytest.raises(InvalidIntervalSetting, match=f"RETRAIN_INTERVAL_LEVELS: {said}"):
-            parse_levels(text)
+        monkeypatch.setenv("RETRAIN_INTERVAL_LEVELS", text)
+        with pytest.raises(SettingsError, match=f"RETRAIN_INTERVAL_LEVELS={text}: must .*{said}"):
+            current_settings()
 
 
 def test_rules_and_tolerance_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -44,11 +45,12 @@ def test_rules_and_tolerance_come_from_the_environment(monkeypatch: pytest.Monke
     monkeypatch.setenv("RETRAIN_INTERVAL_LEVELS", "")
     assert IntervalRules.from_settings().as_spec() is None
     monkeypatch.setenv("RETRAIN_INTERVAL_WINDOWS", "1")
-    with pytest.raises(InvalidIntervalSetting, match="RETRAIN_INTERVAL_WINDOWS: 1 is outside"):
+    with pytest.raises(SettingsError, match=r"RETRAIN_INTERVAL_WINDOWS=1: must be .* in \[2, 12\]"):
         IntervalRules.from_settings()
+    monkeypatch.delenv("RETRAIN_INTERVAL_WINDOWS")  # every setting is checked at each read
     assert coverage_tolerance() == 0.15
     monkeypatch.setenv("RETRAIN_INTERVAL_COVERAGE_TOLERANCE", "1.5")
-    with pytest.raises(InvalidIntervalSetting, match=r"COVERAGE_TOLERANCE: 1\.5 is outside"):
+    with pytest.raises(SettingsError, match=r"COVERAGE_TOLERANCE=1\.5: must be a number in \[0, 1"):
         coverage_tolerance()
 
 

@@ -13,7 +13,8 @@ import sys
 import dagster._grpc.server
 import pytest
 
-from retrain_assets.run_workers import InvalidRunWorkers, run_start_method
+from retrain_assets.run_workers import run_start_method
+from retrain_assets.settings_model import SettingsError
 
 IN_A_CODE_SERVER = """
 import os, sys
@@ -67,5 +68,5 @@ def test_the_setting_picks_the_start_method_and_names_a_bad_value(monkeypatch) -
     monkeypatch.setenv("RETRAIN_RUN_WORKERS", "ForkServer")
     assert run_start_method() == "forkserver"
     monkeypatch.setenv("RETRAIN_RUN_WORKERS", "fork")
-    with pytest.raises(InvalidRunWorkers, match="RETRAIN_RUN_WORKERS='fork': expected one of"):
+    with pytest.raises(SettingsError, match="RETRAIN_RUN_WORKERS=fork: must be one of spawn, fork"):
         run_start_method()

@@ -73,7 +73,7 @@ def poll_interval_seconds() -> int:
     """Return the tick interval from ${var} (default 180: interval x 100 bounds the wait).
 
     Raises:
-        InvalidInterval: the variable is not a positive whole number.
+        SettingsError: the variable (or another setting) is malformed or out of range.
     """
     return interval_seconds(POLL)
 

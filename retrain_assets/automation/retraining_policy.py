@@ -60,7 +60,7 @@ def policy_interval_seconds() -> int:
     """Return the tick interval from ${var} (default 300).
 
     Raises:
-        InvalidInterval: the variable is not a positive whole number.
+        SettingsError: the variable (or another setting) is malformed or out of range.
     """
     return interval_seconds(POLICY)
 

@@ -32,7 +32,7 @@ def rollout_interval_seconds() -> int:
     """Return the tick interval from ${var} (default 60).
 
     Raises:
-        InvalidInterval: the variable is not a positive whole number.
+        SettingsError: the variable (or another setting) is malformed or out of range.
     """
     return interval_seconds(ROLLOUT)
 

@@ -21,19 +21,15 @@ RETRAIN_EVIDENCE_MIN_HOLDOUT_ROWS_PER_STORE.
 from __future__ import annotations
 
 import datetime as dt
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import pandas as pd
 
-MIN_TRAIN = "RETRAIN_EVIDENCE_MIN_TRAIN_ROWS"
-MIN_HOLDOUT = "RETRAIN_EVIDENCE_MIN_HOLDOUT_ROWS"
-MIN_PER_STORE = "RETRAIN_EVIDENCE_MIN_HOLDOUT_ROWS_PER_STORE"
+from retrain_assets.settings_model import FIELDS, current_settings
+
 NOT_ENOUGH = "not enough evidence"
 HOLDOUT_DAYS = 7  # `training_job`'s default holdout, the one the policy's decisions train with
-GATE_WINDOWS = "RETRAIN_GATE_WINDOWS"
-GATE_WINDOW_DAYS = "RETRAIN_GATE_WINDOW_DAYS"
 
 
 def gate_windows() -> tuple[int, int]:
@@ -43,11 +39,10 @@ def gate_windows() -> tuple[int, int]:
     the evidence gate agree on one holdout (issue 31).
 
     Raises:
-        ValueError: a variable is not a whole number in its range (the message names it).
+        SettingsError: a variable is not a whole number in its range (the message names it).
     """
-    windows = bounded_number(GATE_WINDOWS, 1, 1, 52, int)
-    days = bounded_number(GATE_WINDOW_DAYS, 7, 1, 90, int)
-    return int(windows), int(days)
+    settings = current_settings()
+    return settings.gate_windows, settings.gate_window_days
 
 
 def judged_holdout_days(holdout_days: int = HOLDOUT_DAYS) -> int:
@@ -61,42 +56,27 @@ def judged_holdout_days(holdout_days: int = HOLDOUT_DAYS) -> int:
     return max(holdout_days, windows * days)
 
 
-def bounded_number(
-    name: str, default: float, low: float, high: float, kind: Callable[[str], float]
-) -> float:
-    """Return the gate's setting `name` read with `kind`, `default` when unset.
-
-    Raises:
-        ValueError: the value does not parse, or lies outside [low, high]; the message names it.
-    """
-    text = os.environ.get(name)
-    if text is None or not text.strip():
-        return default
-    try:
-        value = kind(text.strip())
-    except ValueError:
-        raise ValueError(f"{name} must be a {kind.__name__} like {default}, not {text!r}") from None
-    if not low <= value <= high:
-        raise ValueError(f"{name} = {value} is outside [{low:g}, {high:g}]")
-    return value
-
-
 @dataclass(frozen=True)
 class EvidenceRules:
     """The minimum rows a window must hold to be judged."""
 
-    min_train_rows: int = 28
-    min_holdout_rows: int = 7
-    min_holdout_rows_per_store: int = 1
+    min_train_rows: int = FIELDS["evidence_min_train_rows"].default
+    min_holdout_rows: int = FIELDS["evidence_min_holdout_rows"].default
+    min_holdout_rows_per_store: int = FIELDS["evidence_min_holdout_rows_per_store"].default
 
     @classmethod
     def from_settings(cls) -> EvidenceRules:
-        """Return the minimums the environment sets (defaults 28, 7, 1).
+        """Return the minimums the settings hold (defaults 28, 7, 1).
 
         Raises:
-            ValueError: a variable is not a whole number >= 1 (the message names it).
+            SettingsError: a variable is not a whole number >= 1 (the message names it).
         """
-        return cls(_count(MIN_TRAIN, 28), _count(MIN_HOLDOUT, 7), _count(MIN_PER_STORE, 1))
+        settings = current_settings()
+        return cls(
+            settings.evidence_min_train_rows,
+            settings.evidence_min_holdout_rows,
+            settings.evidence_min_holdout_rows_per_store,
+        )
 
     def enough_train(self, rows: int) -> bool:
         """Return whether a training part of `rows` rows is enough (every caller asks here)."""
@@ -105,17 +85,6 @@ class EvidenceRules:
     def enough_holdout(self, rows: int) -> bool:
         """Return whether a holdout of `rows` rows is enough (every caller asks here)."""
         return rows >= self.min_holdout_rows
-
-
-def _count(name: str, default: int) -> int:
-    text = os.environ.get(name, str(default))
-    try:
-        value = int(text)
-    except ValueError:
-        raise ValueError(f"{name} must be a whole number of rows, not {text!r}") from None
-    if value < 1:
-        raise ValueError(f"{name} must be at least 1, not {value}")
-    return value
 
 
 @dataclass(frozen=True)

@@ -14,17 +14,14 @@ RETRAIN_RETRY_JITTER (`Backoff.from_settings`).
 from __future__ import annotations
 
 import datetime as dt
-import os
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-RETRY_AT = "retry_at"  # payload: {"state": <state>, "at": <ISO time>}: its next visit is not before
+from retrain_assets.settings_model import current_settings
 
-FIRST_SECONDS = "RETRAIN_RETRY_FIRST_SECONDS"
-MAX_SECONDS = "RETRAIN_RETRY_MAX_SECONDS"
-JITTER = "RETRAIN_RETRY_JITTER"
+RETRY_AT = "retry_at"  # payload: {"state": <state>, "at": <ISO time>}: its next visit is not before
 
 
 @dataclass(frozen=True)
@@ -55,30 +52,17 @@ class Backoff:
 
     @classmethod
     def from_settings(cls) -> Backoff:
-        """Return the backoff the environment sets (defaults 30 s, 600 s, 0.25).
+        """Return the backoff the settings hold (defaults 30 s, 600 s, 0.25).
+
+        An unset ceiling is 600 s, or the first wait when that is longer.
 
         Raises:
-            ValueError: a variable is not a number in its range (the message names it).
+            SettingsError: a variable is not a number in its range (the message names it).
         """
-        first = _number(FIRST_SECONDS, "30")
-        ceiling = _number(MAX_SECONDS, str(max(600.0, first)))
-        jitter = _number(JITTER, "0.25")
-        if jitter >= 1.0:
-            raise ValueError(f"{JITTER} must be below 1, not {jitter}")
-        if ceiling < first:
-            raise ValueError(f"{MAX_SECONDS} ({ceiling}) must be >= {FIRST_SECONDS} ({first})")
-        return cls(first, ceiling, jitter)
-
-
-def _number(name: str, default: str) -> float:
-    text = os.environ.get(name, default)
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"{name} must be a number of seconds, not {text!r}") from None
-    if value < 0:
-        raise ValueError(f"{name} must be >= 0, not {value}")
-    return value
+        settings = current_settings()
+        first = settings.retry_first_seconds
+        ceiling = settings.retry_max_seconds
+        return cls(first, max(600.0, first) if ceiling is None else ceiling, settings.retry_jitter)
 
 
 def retry_marker(state: str, at: dt.datetime) -> dict[str, str]:

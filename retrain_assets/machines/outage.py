@@ -18,10 +18,11 @@ POLL_JOB visit. `classify` is the one rule, for the sensor's batch and for a sin
 from __future__ import annotations
 
 import datetime as dt
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from retrain_assets.settings_model import current_settings
 
 UNREACHABLE_SINCE = "unreachable_since"  # payload: ISO time of the outage's first failed poll
 STATUS_FAILED = "__status_call_failed__"  # prefetched: the batch's failure, as `classify` saw it
@@ -65,16 +66,9 @@ def outage_limit_seconds() -> float:
     """Return how long a run may wait on an unreachable service before it fails (default 1 day).
 
     Raises:
-        ValueError: RETRAIN_GPU_OUTAGE_LIMIT_SECONDS is not a positive number.
+        SettingsError: RETRAIN_GPU_OUTAGE_LIMIT_SECONDS is not a positive number.
     """
-    text = os.environ.get(OUTAGE_LIMIT, "86400")
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"{OUTAGE_LIMIT} must be a number of seconds, not {text!r}") from None
-    if value <= 0:
-        raise ValueError(f"{OUTAGE_LIMIT} must be positive, not {value}")
-    return value
+    return current_settings().gpu_outage_limit_seconds
 
 
 def is_unreachable(error: BaseException) -> bool:

@@ -6,7 +6,6 @@ asset check) and `registered_model` (which refuses without a recorded pass) both
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -18,6 +17,7 @@ from retrain_assets.features.evidence import Evidence, EvidenceRules
 from retrain_assets.features.training_export import LABEL, MODEL_FEATURES
 from retrain_assets.models.gate_evidence import GateRules, judge_with_evidence
 from retrain_assets.models.scoring import InvalidForecast, Verdict, judge, seasonal_naive, wape
+from retrain_assets.settings_model import current_settings, env_name
 
 if TYPE_CHECKING:  # imported where used: loading the code location skips LightGBM
     import lightgbm
@@ -132,20 +132,16 @@ def _not_enough(
     return GateOutcome(verdict, metadata)
 
 
-GATE_RULE = "RETRAIN_GATE_RULE"
-GATE_RULES = ("margin", "evidence")
+GATE_RULE = env_name("gate_rule")
 
 
 def gate_rule() -> str:
     """Return which rule decides `beats_champion`: `margin` (default) or `evidence`.
 
     Raises:
-        ValueError: RETRAIN_GATE_RULE names neither.
+        SettingsError: RETRAIN_GATE_RULE names neither (or another setting is bad).
     """
-    rule = os.environ.get(GATE_RULE, "margin").strip() or "margin"
-    if rule not in GATE_RULES:
-        raise ValueError(f"{GATE_RULE} must be one of {', '.join(GATE_RULES)}, not {rule!r}")
-    return rule
+    return current_settings().gate_rule
 
 
 def judge_gate(

@@ -37,21 +37,15 @@ from retrain_assets.features.evidence import (
     NOT_ENOUGH,
     EvidenceRules,
     WindowRows,
-    bounded_number,
     gate_windows,
     judge_window,
 )
 from retrain_assets.features.paired_change import paired_interval, relative_change
 from retrain_assets.features.training_export import LABEL
 from retrain_assets.models.scoring import InvalidForecast, wape
+from retrain_assets.settings_model import FIELDS, current_settings
 
 MIN_STORES = 2  # a bootstrap over one store's days says nothing about the others
-CONFIDENCE = "RETRAIN_GATE_CONFIDENCE"
-TOLERANCE = "RETRAIN_GATE_TOLERANCE"
-STORE_TOLERANCE = "RETRAIN_GATE_STORE_TOLERANCE"
-MAX_WORSE_STORES = "RETRAIN_GATE_MAX_WORSE_STORES"
-RESAMPLES = "RETRAIN_GATE_RESAMPLES"
-HALF_LIFE = "RETRAIN_GATE_HALF_LIFE"
 
 Metadata = dict[str, float | int | str]
 
@@ -60,33 +54,33 @@ Metadata = dict[str, float | int | str]
 class GateRules:
     """The gate's thresholds (settings RETRAIN_GATE_*; docs/configuration.md)."""
 
-    windows: int = 1
-    window_days: int = 7
-    confidence: float = 0.90
-    tolerance: float = 0.02
-    store_tolerance: float = 0.10
-    max_worse_stores: float = 0.5
-    resamples: int = 2000
-    half_life: float = 1.0  # windows; 0: every window weighs the same
+    windows: int = FIELDS["gate_windows"].default
+    window_days: int = FIELDS["gate_window_days"].default
+    confidence: float = FIELDS["gate_confidence"].default
+    tolerance: float = FIELDS["gate_tolerance"].default
+    store_tolerance: float = FIELDS["gate_store_tolerance"].default
+    max_worse_stores: float = FIELDS["gate_max_worse_stores"].default
+    resamples: int = FIELDS["gate_resamples"].default
+    half_life: float = FIELDS["gate_half_life"].default  # windows; 0: all weigh the same
 
     @classmethod
     def from_settings(cls) -> GateRules:
-        """Return the rules the environment sets.
+        """Return the rules the settings hold (RETRAIN_GATE_*).
 
         Raises:
-            ValueError: a variable is malformed or out of range (the message names it).
+            SettingsError: a variable is malformed or out of range (the message names it).
         """
-        d = cls()
         windows, window_days = gate_windows()  # the policy's pre-check reads the same
+        settings = current_settings()
         return cls(
             windows=windows,
             window_days=window_days,
-            confidence=bounded_number(CONFIDENCE, d.confidence, 0.5, 0.999, float),
-            tolerance=bounded_number(TOLERANCE, d.tolerance, 0.0, 1.0, float),
-            store_tolerance=bounded_number(STORE_TOLERANCE, d.store_tolerance, 0.0, 10.0, float),
-            max_worse_stores=bounded_number(MAX_WORSE_STORES, d.max_worse_stores, 0.0, 1.0, float),
-            resamples=int(bounded_number(RESAMPLES, d.resamples, 100, 100_000, int)),
-            half_life=bounded_number(HALF_LIFE, d.half_life, 0.0, 52.0, float),
+            confidence=settings.gate_confidence,
+            tolerance=settings.gate_tolerance,
+            store_tolerance=settings.gate_store_tolerance,
+            max_worse_stores=settings.gate_max_worse_stores,
+            resamples=settings.gate_resamples,
+            half_life=settings.gate_half_life,
         )
 
     @property

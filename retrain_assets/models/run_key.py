@@ -10,13 +10,13 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import os
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import retrain_assets
+from retrain_assets.settings_model import current_settings
 
 KEY_LENGTH = 16
 
@@ -40,7 +40,7 @@ def code_commit() -> str:
     Raises:
         RuntimeError: neither is available; training without knowing the code is refused.
     """
-    pinned = os.environ.get("RETRAIN_CODE_COMMIT")
+    pinned = current_settings().code_commit
     if pinned:
         return pinned
     root = Path(retrain_assets.__file__).resolve().parent.parent

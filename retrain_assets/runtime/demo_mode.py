@@ -9,7 +9,6 @@ the production defaults elsewhere never change.
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -19,10 +18,11 @@ from retrain_assets.deployment.records import set_auto_deploy
 from retrain_assets.policy.thresholds import set_settings
 from retrain_assets.runtime.supervisor import ChildSpec
 from retrain_assets.settings import landing_root, retrain_home
+from retrain_assets.settings_model import FIELDS, current_settings
 from retrain_assets.store.customers import register_customer
 
 MARKER = "demo-tenants"
-DEFAULT_DAY_SECONDS = 20.0
+DEFAULT_DAY_SECONDS: float = FIELDS["demo_day_seconds"].default
 
 # Demo-only defaults for the children's settings (production defaults live with each setting).
 DEMO_ENVIRONMENT = {
@@ -46,18 +46,9 @@ def demo_day_seconds() -> float:
     """Return RETRAIN_DEMO_DAY_SECONDS: seconds between demo days (default 20; 0: no clock).
 
     Raises:
-        ValueError: the value is not a number >= 0.
+        SettingsError: the value is not a number >= 0 (or another setting is bad).
     """
-    text = os.environ.get("RETRAIN_DEMO_DAY_SECONDS", str(DEFAULT_DAY_SECONDS))
-    try:
-        seconds = float(text)
-    except ValueError:
-        raise ValueError(
-            f"RETRAIN_DEMO_DAY_SECONDS must be a number of seconds, not {text!r}"
-        ) from None
-    if seconds < 0:
-        raise ValueError(f"RETRAIN_DEMO_DAY_SECONDS must be 0 (off) or positive, not {seconds}")
-    return seconds
+    return current_settings().demo_day_seconds
 
 
 # What each demo tenant shows (demo/tenants.py has their regimes). northwind-us retrains on
@@ -81,7 +72,7 @@ def start_demo(requested: bool, app_db_url: str, say: Callable[[str], None]) -> 
     retraining policy (DEMO_POLICY) and `auto_deploy` on, so a passing candidate rolls out
     without anyone clicking. Later starts leave the settings as the user left them.
     """
-    if not requested or os.environ.get("RETRAIN_LANDING_URL"):
+    if not requested or current_settings().landing_url:
         return False
     marker = retrain_home() / MARKER
     landed = seed_if_empty(landing_root())

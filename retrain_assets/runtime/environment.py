@@ -26,6 +26,7 @@ from retrain_assets.settings import (
     retrain_home,
     serve_port,
 )
+from retrain_assets.settings_model import current_settings
 from retrain_assets.store.server import PostgresServer
 
 
@@ -80,7 +81,7 @@ def remote_gpu_url() -> str | None:
     Set, it names a service someone else runs, so `up` neither starts a local one nor checks
     the local service's port.
     """
-    return os.environ.get("RETRAIN_GPU_URL") or None
+    return current_settings().gpu_url
 
 
 def remote_mlflow_uri() -> str | None:
@@ -89,7 +90,7 @@ def remote_mlflow_uri() -> str | None:
     Set, it names a server someone else runs, so `up` neither starts the local MLflow server
     nor checks its port.
     """
-    return os.environ.get("MLFLOW_TRACKING_URI") or None
+    return current_settings().mlflow_tracking_uri
 
 
 def children_gpu_token() -> str:
@@ -99,7 +100,7 @@ def children_gpu_token() -> str:
     never runs with the well-known dev token under `up`; a remote service cannot know a token
     made up here, so with RETRAIN_GPU_URL set the clients fall back to `gpu_token()`'s default.
     """
-    if os.environ.get("RETRAIN_GPU_TOKEN") or remote_gpu_url():
+    if current_settings().gpu_token or remote_gpu_url():
         return gpu_token()
     return secrets.token_urlsafe(32)
 
@@ -110,7 +111,7 @@ def children_serve_token() -> str:
     `$RETRAIN_SERVE_TOKEN` when set, otherwise a fresh random token, so the service never runs
     with the well-known dev token under `up`.
     """
-    return os.environ.get("RETRAIN_SERVE_TOKEN") or secrets.token_urlsafe(32)
+    return current_settings().serve_token or secrets.token_urlsafe(32)
 
 
 def child_environment(

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from retrain_assets.settings import DEV_TOKEN, retrain_home
+from retrain_assets.settings_model import current_settings
 
 TOKEN_VARIABLES = {"serve": "RETRAIN_SERVE_TOKEN", "gpu": "RETRAIN_GPU_TOKEN"}
 
@@ -48,8 +49,9 @@ def current_token(service: str) -> tuple[str, str]:
     variable = TOKEN_VARIABLES.get(service)
     if variable is None:
         raise ValueError(f"no token for {service!r}: name one of {', '.join(TOKEN_VARIABLES)}")
-    if os.environ.get(variable):
-        return os.environ[variable], f"${variable}"
+    token = current_settings().serve_token if service == "serve" else current_settings().gpu_token
+    if token:
+        return token, f"${variable}"
     path = tokens_folder() / service
     if path.exists():
         return path.read_text().strip(), str(path)

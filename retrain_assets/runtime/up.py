@@ -61,6 +61,7 @@ from retrain_assets.settings import (
     training_backend,
     webserver_port,
 )
+from retrain_assets.settings_model import check_settings, current_settings
 from retrain_assets.store.migrations import migrate
 from retrain_assets.store.server import (
     PostgresServer,
@@ -102,7 +103,7 @@ def training_children(bin_dir: Path) -> list[ChildSpec]:
     remote service or cluster, nothing.
     """
     if training_backend() == "slurm":
-        if os.environ.get("RETRAIN_SLURM_URL"):
+        if current_settings().slurm_url:
             return []
         return [ChildSpec(name="slurm", argv=(str(bin_dir / "retrain-assets"), "slurm"))]
     return [gpu_service_child(bin_dir)] if local_gpu_service() else []
@@ -207,7 +208,7 @@ def platform_endpoints(server: PostgresServer) -> dict[str, str]:
     }
     if training_backend() == "slurm":
         endpoints["slurm_url"] = slurm_url()
-        local = not os.environ.get("RETRAIN_SLURM_URL")
+        local = not current_settings().slurm_url
         conf = str(ClusterPaths(slurm_home()).conf) if local else os.environ.get("SLURM_CONF")
         if conf:
             endpoints["slurm_conf"] = conf
@@ -266,7 +267,7 @@ def _say_remote_gpu() -> None:
     if remote is None:
         return
     _say(f"using the GPU service at RETRAIN_GPU_URL {remote}; not starting the local one")
-    if not os.environ.get("RETRAIN_GPU_TOKEN"):
+    if not current_settings().gpu_token:
         _say("RETRAIN_GPU_TOKEN is not set: the clients send the development token")
 
 
@@ -386,8 +387,10 @@ def run_up(demo: bool = True) -> int:
     `up` dies without returning.
 
     Raises:
+        SettingsError: a setting is malformed or out of range (the CLI exits 2 naming it).
         FileNotFoundError: dagster.yaml is missing from the checkout.
     """
+    check_settings()  # a bad setting is refused (SettingsError) before anything starts
     dagster_yaml, home = repo_file("dagster.yaml"), retrain_home()
     refusal = _refuse_running_or_clear_stale(home)
     if refusal is not None:

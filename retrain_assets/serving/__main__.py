@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from retrain_assets.settings import serve_port
+from retrain_assets.settings_model import check_settings
 
 DEFAULT_HOST = "127.0.0.1"
 
@@ -23,6 +24,7 @@ def run(args: argparse.Namespace) -> int:
     from retrain_assets.serving.service import serve
 
     try:
+        check_settings()
         serve(args.host, args.port if args.port is not None else serve_port())
     except ValueError as error:
         print(f"serve: {error}", file=sys.stderr)

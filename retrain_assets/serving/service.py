@@ -38,6 +38,7 @@ from retrain_assets.settings import (
     serve_token,
     storage_root,
 )
+from retrain_assets.settings_model import current_settings
 from retrain_assets.store.resource import ProjectDatabase
 
 DEFAULT_HOST = "127.0.0.1"
@@ -47,7 +48,7 @@ log = logging.getLogger(__name__)
 
 
 def _token() -> str:
-    if not os.environ.get(TOKEN_ENV):
+    if not current_settings().serve_token:
         log.warning(
             "%s is not set: accepting the development token; set it before exposing the service",
             TOKEN_ENV,

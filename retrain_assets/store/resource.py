@@ -9,11 +9,11 @@ depend on how they were launched.
 from __future__ import annotations
 
 import functools
-import os
 
 import dagster as dg
 from pydantic import Field, PrivateAttr
 
+from retrain_assets.settings_model import current_settings
 from retrain_assets.store.migrations import migrate
 from retrain_assets.store.server import ensure_database, start_server
 
@@ -55,7 +55,7 @@ class ProjectDatabase(dg.ConfigurableResource):
 
         Idempotent and cheap after the first call in a process.
         """
-        url = self.url or os.environ.get(URL_ENV) or _embedded_app_url()
+        url = self.url or current_settings().app_pg_url or _embedded_app_url()
         self._prepared_url = _prepared(url)
         return self._prepared_url
 

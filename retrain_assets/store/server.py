@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +19,7 @@ from psycopg2 import sql
 from sqlalchemy.engine import make_url
 
 from retrain_assets.settings import database_name, retrain_home
+from retrain_assets.settings_model import current_settings
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ def start_server(home: Path | None = None) -> PostgresServer:
     so it never collides with another PostgreSQL on this machine. Several processes may attach;
     the last one to exit stops it.
     """
-    external = os.environ.get("RETRAIN_PG_URL")
+    external = current_settings().pg_url
     if external:
         return PostgresServer(url=external, embedded=False)
     logging.getLogger("pgserver").setLevel(logging.WARNING)

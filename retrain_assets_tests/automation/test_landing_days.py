@@ -141,10 +141,10 @@ def test_settings_come_from_the_environment_with_clear_errors(monkeypatch):
     assert landing_interval_seconds() == 5 and day_cutoff_hours() == 0
     assert not landing_automation_enabled()
     monkeypatch.setenv("RETRAIN_LANDING_INTERVAL_SECONDS", "0")
-    with pytest.raises(ValueError, match="RETRAIN_LANDING_INTERVAL_SECONDS must be a whole"):
+    with pytest.raises(ValueError, match="RETRAIN_LANDING_INTERVAL_SECONDS=0: must be a whole"):
         landing_interval_seconds()
     monkeypatch.setenv("RETRAIN_LANDING_AUTOMATION", "maybe")
-    with pytest.raises(ValueError, match="on or off, not 'maybe'"):
+    with pytest.raises(ValueError, match="RETRAIN_LANDING_AUTOMATION=maybe: must be on or off"):
         landing_automation_enabled()
 
 

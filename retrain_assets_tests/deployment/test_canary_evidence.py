@@ -12,10 +12,10 @@ import pytest
 from retrain_assets.deployment.analysis import StepObservation, judge_step
 from retrain_assets.deployment.canary_evidence import StepVolume, daily_rows, judge_canary
 from retrain_assets.deployment.rollout_settings import (
-    InvalidRolloutSetting,
     RolloutSettings,
     rollout_settings,
 )
+from retrain_assets.settings_model import SettingsError
 from retrain_assets.store.snapshots import SnapshotRecord
 
 SETTINGS = RolloutSettings(
@@ -167,5 +167,5 @@ def test_the_canary_settings_come_from_the_environment_and_bad_values_name_the_v
     assert (chosen.canary_rule, chosen.canary_inconclusive_limit) == ("evidence", 5)
     assert chosen.canary_visit_budget == chosen.max_no_data_intervals + 5 + 20
     monkeypatch.setenv("RETRAIN_CANARY_FINAL_RULE", "coin")
-    with pytest.raises(InvalidRolloutSetting, match="RETRAIN_CANARY_FINAL_RULE must be one of"):
+    with pytest.raises(SettingsError, match="RETRAIN_CANARY_FINAL_RULE=coin: must be one of"):
         rollout_settings()

@@ -18,12 +18,12 @@ from retrain_assets.deployment.records import (
 from retrain_assets.deployment.rollout_machine import rollout_machine
 from retrain_assets.deployment.rollout_settings import (
     DEFAULTS,
-    InvalidRolloutSetting,
     rollout_settings,
 )
 from retrain_assets.deployment.routes import Route, read_routes
 from retrain_assets.deployment.writes import AnalysisRow, RolloutWrites
 from retrain_assets.machines.engine import AdvanceResult
+from retrain_assets.settings_model import SettingsError
 from retrain_assets.store.customers import register_customer
 from retrain_assets.store.database import transaction
 
@@ -104,14 +104,14 @@ def test_settings_come_from_the_environment_and_bad_values_name_the_variable(mon
         "ROLLBACK",
     ]
     monkeypatch.setenv("RETRAIN_ROLLOUT_STEPS", "0.5,0.1")
-    with pytest.raises(InvalidRolloutSetting, match=r"RETRAIN_ROLLOUT_STEPS = '0\.5,0\.1'"):
+    with pytest.raises(SettingsError, match=r"RETRAIN_ROLLOUT_STEPS=0\.5,0\.1: must be .*increas"):
         rollout_settings()
     monkeypatch.delenv("RETRAIN_ROLLOUT_STEPS")
     monkeypatch.setenv("RETRAIN_ROLLOUT_MAX_ERROR_RATE", "lots")
-    with pytest.raises(InvalidRolloutSetting, match="RETRAIN_ROLLOUT_MAX_ERROR_RATE must be a"):
+    with pytest.raises(SettingsError, match="RETRAIN_ROLLOUT_MAX_ERROR_RATE=lots: must be a"):
         rollout_settings()
     monkeypatch.setenv("RETRAIN_ROLLOUT_MAX_ERROR_RATE", "1.5")
-    with pytest.raises(InvalidRolloutSetting, match=r"= 1.5 is outside \[0, 1\]"):
+    with pytest.raises(SettingsError, match=r"=1.5: must be a number in \[0, 1\]"):
         rollout_settings()
 
 

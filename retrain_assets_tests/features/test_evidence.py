@@ -106,5 +106,5 @@ def test_the_minimums_are_settings_and_a_bad_one_is_named(monkeypatch):
     monkeypatch.setenv("RETRAIN_EVIDENCE_MIN_HOLDOUT_ROWS", "50")
     assert EvidenceRules.from_settings().min_holdout_rows == 50
     monkeypatch.setenv("RETRAIN_EVIDENCE_MIN_HOLDOUT_ROWS_PER_STORE", "0")
-    with pytest.raises(ValueError, match="RETRAIN_EVIDENCE_MIN_HOLDOUT_ROWS_PER_STORE must be"):
+    with pytest.raises(ValueError, match="RETRAIN_EVIDENCE_MIN_HOLDOUT_ROWS_PER_STORE=0: must be"):
         EvidenceRules.from_settings()

@@ -65,7 +65,7 @@ def test_the_waits_are_settings_and_a_bad_one_is_named(monkeypatch):
     with pytest.raises(ValueError, match="RETRAIN_RETRY_MAX_SECONDS"):
         Backoff.from_settings()
     monkeypatch.setenv("RETRAIN_RETRY_FIRST_SECONDS", "soon")
-    with pytest.raises(ValueError, match="RETRAIN_RETRY_FIRST_SECONDS must be a number"):
+    with pytest.raises(ValueError, match="RETRAIN_RETRY_FIRST_SECONDS=soon: must be a number"):
         Backoff.from_settings()
 
 

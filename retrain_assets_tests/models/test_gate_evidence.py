@@ -125,12 +125,12 @@ def test_unscorable_forecasts_fail_naming_the_rule():
 def test_a_setting_out_of_range_is_refused_naming_it(monkeypatch):
     monkeypatch.setenv("RETRAIN_GATE_CONFIDENCE", "1.5")
     with pytest.raises(
-        ValueError, match=r"RETRAIN_GATE_CONFIDENCE = 1.5 is outside \[0.5, 0.999\]"
+        ValueError, match=r"RETRAIN_GATE_CONFIDENCE=1.5: must be a number in \[0.5, 0.999\]"
     ):
         GateRules.from_settings()
     monkeypatch.setenv("RETRAIN_GATE_CONFIDENCE", "0.8")
     monkeypatch.setenv("RETRAIN_GATE_WINDOWS", "four")
-    with pytest.raises(ValueError, match="RETRAIN_GATE_WINDOWS must be a int like 1, not 'four'"):
+    with pytest.raises(ValueError, match=r"RETRAIN_GATE_WINDOWS=four: must be a whole number in"):
         GateRules.from_settings()
 
 
@@ -244,7 +244,7 @@ def test_recency_weights_halve_every_half_life_and_the_setting_is_checked(monkey
     assert GateRules(half_life=0.0).window_weights(2) == [1.0, 1.0]
     assert GateRules().window_weights(1) == [1.0]  # one window: nothing to weigh
     monkeypatch.setenv("RETRAIN_GATE_HALF_LIFE", "-1")
-    with pytest.raises(ValueError, match=r"RETRAIN_GATE_HALF_LIFE = -1.0 is outside \[0, 52\]"):
+    with pytest.raises(ValueError, match=r"RETRAIN_GATE_HALF_LIFE=-1: must be a number in \[0, 52"):
         GateRules.from_settings()
     monkeypatch.setenv("RETRAIN_GATE_HALF_LIFE", "2")
     assert GateRules.from_settings().half_life == 2.0

@@ -66,7 +66,7 @@ def test_the_interval_is_configurable_and_checked(monkeypatch):
     monkeypatch.setenv("RETRAIN_POLICY_INTERVAL_SECONDS", "2")
     assert policy_interval_seconds() == 2
     monkeypatch.setenv("RETRAIN_POLICY_INTERVAL_SECONDS", "soon")
-    with pytest.raises(ValueError, match="RETRAIN_POLICY_INTERVAL_SECONDS must be a positive"):
+    with pytest.raises(ValueError, match="RETRAIN_POLICY_INTERVAL_SECONDS=soon: must be a whole"):
         policy_interval_seconds()
 
 

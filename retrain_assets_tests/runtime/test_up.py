@@ -211,6 +211,24 @@ def test_up_refuses_a_taken_port_before_starting_anything(tmp_path, setting, nee
     assert not home.exists()  # no Postgres, no DAGSTER_HOME, no logs: refused before anything
 
 
+def test_up_refuses_a_bad_setting_before_starting_anything(tmp_path):
+    home = tmp_path / "home"
+    bad = {"RETRAIN_POLL_INTERVAL_SECONDS": "0"}
+    env = up_environment(home, free_port(), free_port()) | bad
+    result = subprocess.run(UP, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2, result.stdout + result.stderr
+    refusal = "retrain-assets up: RETRAIN_POLL_INTERVAL_SECONDS=0: must be a whole number >= 1"
+    assert refusal in result.stderr.splitlines()
+    assert result.stdout == ""  # not one "starting ..." line
+    assert not home.exists()  # no Postgres folder, no DAGSTER_HOME, no logs, no token files
+    children = [
+        process.pid
+        for process in psutil.process_iter(["cmdline"])
+        if str(home) in " ".join(process.info["cmdline"] or [])
+    ]
+    assert children == []  # no process of this RETRAIN_HOME was left behind
+
+
 BACKEND = "postgresql+psycopg2://postgres:@/retrain_mlflow?host=/tmp/pg"
 
 
@@ -280,7 +298,7 @@ def test_up_runs_a_one_node_slurm_cluster_instead_of_the_gpu_service(monkeypatch
     children = up.platform_children(tmp_path / "code.sock", tmp_path / "workspace.yaml", BACKEND)
     assert children[0].name == "prediction-service"
     monkeypatch.setenv("RETRAIN_TRAINING_BACKEND", "kubernetes")
-    with pytest.raises(ValueError, match="RETRAIN_TRAINING_BACKEND must be one of"):
+    with pytest.raises(ValueError, match="RETRAIN_TRAINING_BACKEND=kubernetes: must be one of"):
         up.platform_children(tmp_path / "code.sock", tmp_path / "workspace.yaml", BACKEND)
 
 
@@ -368,5 +386,5 @@ def test_the_ready_timeout_is_configurable_and_checked(monkeypatch):
     assert ready_timeout_seconds() == 480.0
     for bad in ("0", "-5", "soon"):
         monkeypatch.setenv("RETRAIN_READY_TIMEOUT_SECONDS", bad)
-        with pytest.raises(ValueError, match="RETRAIN_READY_TIMEOUT_SECONDS must be"):
+        with pytest.raises(ValueError, match=f"RETRAIN_READY_TIMEOUT_SECONDS={bad}: must be"):
             ready_timeout_seconds()

@@ -154,4 +154,5 @@ def test_the_service_refuses_to_start_with_a_level_outside_0_100(tmp_path):
         [*SERVE, "--port", str(free_port())], env=env, capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 2
-    assert "RETRAIN_INTERVAL_LEVELS: level 120 is outside (0, 100)" in done.stderr
+    assert "RETRAIN_INTERVAL_LEVELS=80,120: must be " in done.stderr
+    assert "(level 120 is outside (0, 100); levels are percentages)" in done.stderr

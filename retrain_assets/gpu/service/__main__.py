@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from retrain_assets.gpu.service.config import DEFAULT_HOST, DEFAULT_PORT, DEFAULT_SLOTS
+from retrain_assets.settings_model import check_settings
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,6 +27,7 @@ def run(args: argparse.Namespace) -> int:
     from retrain_assets.gpu.service.app import LostOwnership, serve
 
     try:
+        check_settings()
         serve(args.host, args.port, args.slots, args.allow_faults, args.data_dir)
     except ValueError as error:
         print(f"gpu-service: {error}", file=sys.stderr)

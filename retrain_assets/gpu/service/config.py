@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 
-from retrain_assets.settings import DEFAULT_GPU_PORT, DEV_TOKEN, retrain_home
+from retrain_assets.settings import DEFAULT_GPU_PORT, DEFAULT_GPU_SLOTS, DEV_TOKEN, retrain_home
+from retrain_assets.settings_model import current_settings
 
 TOKEN_ENV = "RETRAIN_GPU_TOKEN"
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = DEFAULT_GPU_PORT
-DEFAULT_SLOTS = 2
+DEFAULT_SLOTS = DEFAULT_GPU_SLOTS
 
 log = logging.getLogger(__name__)
 
@@ -22,7 +22,7 @@ def service_token() -> str:
     `retrain-assets up` sets a real token; the default only keeps a hand-started local service
     usable, and the warning says nobody should expose it like that.
     """
-    token = os.environ.get(TOKEN_ENV)
+    token = current_settings().gpu_token
     if token:
         return token
     log.warning(

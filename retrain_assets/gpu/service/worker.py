@@ -26,6 +26,7 @@ import psycopg2
 from retrain_assets.gpu.service.faults import FaultPlan
 from retrain_assets.gpu.service.job_store import bounded_error
 from retrain_assets.gpu.service.worker_ledger import LostOwnership, WorkerLedger
+from retrain_assets.settings_model import current_settings
 
 DB_URL_ENV = "RETRAIN_GPU_DB_URL"
 WORKER_MODULE = "retrain_assets.gpu.service.worker"
@@ -145,8 +146,11 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.INFO, format="%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"
     )
     exit_with_parent(args.parent_pid)
+    db_url = current_settings().gpu_db_url
+    if db_url is None:
+        parser.error(f"{DB_URL_ENV} is not set: the GPU service sets it for the workers it starts")
     try:
-        run_job(os.environ[DB_URL_ENV], args.job_id, args.run_token, args.data_dir)
+        run_job(db_url, args.job_id, args.run_token, args.data_dir)
     except DatabaseUnavailable as lost:
         log.error("%s; exiting without recording anything", lost)
         return DATABASE_UNAVAILABLE_EXIT

@@ -19,7 +19,8 @@ from pathlib import Path
 from retrain_assets.gpu.service.faults import FaultPlan
 from retrain_assets.gpu.service.schemas import TrainingSpec
 from retrain_assets.gpu.service.trainer import TrainingHooks, checkpoint_file, train
-from retrain_assets.gpu.slurm.job_files import ATTEMPT_ENV, MODULE, JobFiles, write_json
+from retrain_assets.gpu.slurm.job_files import MODULE, JobFiles, write_json
+from retrain_assets.settings_model import current_settings
 
 _CHECKPOINT = re.compile(r"round-(\d{6})\.txt")
 
@@ -89,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("folder", type=Path)
     args = parser.parse_args(argv)
     job_id = os.environ.get("SLURM_JOB_ID", "local")
-    attempt = int(os.environ.get(ATTEMPT_ENV, "1"))
+    attempt = current_settings().slurm_attempt
     try:
         run(args.folder, job_id, attempt)
     except Exception as error:
