@@ -32,6 +32,7 @@ from retrain_assets.runtime.environment import (
 from retrain_assets.runtime.lock import HomeInUse, lock_home
 from retrain_assets.runtime.ports import LOOPBACK, PortNeed, busy_port_messages
 from retrain_assets.runtime.signals import StopRequests
+from retrain_assets.runtime.slurm_children import slurm_children, slurm_refusal
 from retrain_assets.runtime.supervisor import ChildFailed, ChildSpec, Supervisor
 from retrain_assets.runtime.token_files import tokens_folder, write_token_files
 from retrain_assets.settings import (
@@ -81,13 +82,11 @@ def training_children(bin_dir: Path) -> list[ChildSpec]:
     """Return the training backend `up` runs: the GPU service, a Slurm cluster, or none.
 
     With RETRAIN_TRAINING_BACKEND=slurm and no RETRAIN_SLURM_URL, a one-node cluster under
-    $RETRAIN_HOME/slurm (`retrain-assets slurm`, root and Debian's packages needed); with a
-    remote service or cluster, nothing.
+    $RETRAIN_HOME/slurm, one supervised child per daemon (`runtime/slurm_children.py`, root
+    and Debian's packages needed); with a remote service or cluster, nothing.
     """
     if training_backend() == "slurm":
-        if os.environ.get("RETRAIN_SLURM_URL"):
-            return []
-        return [ChildSpec(name="slurm", argv=(str(bin_dir / "retrain-assets"), "slurm"))]
+        return [] if os.environ.get("RETRAIN_SLURM_URL") else slurm_children()
     return [gpu_service_child(bin_dir)] if local_gpu_service() else []
 
 
@@ -300,6 +299,8 @@ def run_up(demo: bool = True) -> int:
     """
     dagster_yaml = repo_file("dagster.yaml")
     busy = busy_port_messages(needed_ports())
+    slurm = training_backend() == "slurm" and not os.environ.get("RETRAIN_SLURM_URL")
+    busy += [refused] if slurm and (refused := slurm_refusal()) else []
     if busy:
         for message in busy:
             print(f"retrain-assets up: {message}", file=sys.stderr, flush=True)
