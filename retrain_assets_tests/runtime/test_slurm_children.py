@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import socket
 from pathlib import Path
 
@@ -10,8 +12,11 @@ import pytest
 
 from retrain_assets.gpu.slurm import cluster, daemon
 from retrain_assets.gpu.slurm.cluster_config import ClusterPaths
+from retrain_assets.gpu.slurm.rest import SlurmRest
 from retrain_assets.runtime import up
 from retrain_assets.runtime.slurm_children import slurm_children
+from retrain_assets.runtime.supervisor import RestartPolicy, Supervisor
+from retrain_assets_tests.support.waiting import wait_until
 
 
 @pytest.fixture
@@ -79,3 +84,35 @@ def test_the_launcher_refuses_an_unknown_daemon_and_a_cluster_without_config(
     assert "unknown Slurm daemon 'slurmdbd'" in capsys.readouterr().err
     assert daemon.main([str(tmp_path), "slurmctld"]) == 2
     assert f"no {tmp_path / 'slurm.conf'}" in capsys.readouterr().err
+
+
+@pytest.mark.system
+def test_supervised_daemons_take_jobs_and_a_killed_slurmctld_is_restarted_with_a_log_line(
+    slurm_home: Path, tmp_path: Path
+) -> None:
+    supervisor = Supervisor(tmp_path / "logs", RestartPolicy(first_delay=0.5))
+    said: list[str] = []
+    try:
+        for spec in slurm_children():
+            supervisor.start(spec, dict(os.environ))
+        for child in supervisor.children:
+            assert supervisor.wait_ready(child, 90, lambda: False)
+        rest = SlurmRest(f"unix://{ClusterPaths(slurm_home).rest_socket}")
+        assert rest.ping()  # slurmrestd's socket is there only once slurmctld answered
+        controller = next(c for c in supervisor.children if c.spec.name == "slurm-slurmctld")
+        killed = controller.process.pid
+        os.killpg(killed, signal.SIGKILL)
+
+        def back() -> bool:
+            supervisor.keep_running(said.append)
+            return controller.process.pid != killed and cluster.controller_answers(
+                ClusterPaths(slurm_home)
+            )
+
+        wait_until(back, 60, "slurmctld restarted by the supervisor", detail=lambda: said)
+        assert any("slurm-slurmctld was killed by SIGKILL" in line for line in said), said
+        assert any(line.startswith("restarted slurm-slurmctld") for line in said), said
+        assert rest.ping()
+        rest.close()
+    finally:
+        supervisor.stop_all(20, lambda: False)
