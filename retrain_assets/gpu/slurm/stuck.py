@@ -80,6 +80,11 @@ def attention(job: dict[str, Any], nodes: Sequence[dict[str, Any]]) -> str | Non
     if job.get("priority") == 0:
         why.append("priority 0")
     bad = unusable_nodes(nodes, job.get("partition"))
+    held = is_held(job)
+    if not held and not bad:
+        # e.g. ReqNodeNotAvail for the seconds a restarted slurmctld waits for slurmd to
+        # register again (measured): no node is out, so nothing for a person to do yet
+        return None
     steps = []
     if bad:
         why.append(f"node(s) {', '.join(bad[:NAMED_NODES])}")
@@ -87,12 +92,9 @@ def attention(job: dict[str, Any], nodes: Sequence[dict[str, Any]]) -> str | Non
             why.append(f"and {len(bad) - NAMED_NODES} more")
         names = ",".join(entry.split(" ")[0] for entry in bad[:NAMED_NODES])
         steps.append(f"`scontrol update nodename={names} state=resume` (once the node is sound)")
-    held = is_held(job)
     if held:
         who = "an administrator" if job.get("state_reason") == "JobHeldAdmin" else "a person"
         steps.append(f"`scontrol release {job_id}` ({who})")
-    if not steps:
-        steps.append("bring the partition's nodes back (`sinfo -R` lists why they are out)")
     kind = "held" if held else "waiting for nodes that take no job"
     return (
         f"Slurm job {job_id} is {kind} and will not run until someone acts "

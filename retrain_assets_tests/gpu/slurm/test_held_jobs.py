@@ -151,6 +151,7 @@ def test_a_job_waiting_for_down_nodes_names_them_and_asks_no_release() -> None:
     assert "vm (DOWN: Not responding)" in words and "gpu9" not in words
     assert "scontrol release" not in words
     assert "`scontrol update nodename=vm state=resume`" in words
+    assert stuck.attention(job, [IDLE]) is None  # no node is out (a restarting controller)
 
 
 def test_a_shared_cluster_names_five_unusable_nodes_and_counts_the_rest() -> None:
