@@ -183,7 +183,11 @@ SETTINGS: tuple[Setting, ...] = (
         "an `auth/jwt` token for slurmrestd (`scontrol token`); unset: `rest_auth/local`",
         "unset",
     ),
-    Setting("RETRAIN_SLURM_USER", "the Slurm user name sent with that token", "unset"),
+    Setting(
+        "RETRAIN_SLURM_USER",
+        "the Slurm user name sent with that token; the poll counts only this user's jobs",
+        "unset",
+    ),
     Setting(
         "RETRAIN_SLURM_PARTITION",
         "the partition training jobs queue in",

@@ -29,7 +29,7 @@ from retrain_assets.demo.simulate import land_tenant
 from retrain_assets.features.parquet_store import PartitionStorage
 from retrain_assets.gpu.backends import slurm_backend
 from retrain_assets.gpu.protocol import Job, JobStatus
-from retrain_assets.gpu.slurm import states
+from retrain_assets.gpu.slurm import states, stuck
 from retrain_assets.gpu.slurm.backend import ArtifactMissing, SlurmBackend
 from retrain_assets.gpu.slurm.cluster import OPENAPI_PLUGIN, SlurmCluster
 from retrain_assets.gpu.slurm.cluster_config import PARTITION
@@ -373,6 +373,41 @@ def scontrol(cluster: SlurmCluster, *words: str) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+def burn_reused_job_ids(slurm: SlurmBackend, cluster: SlurmCluster) -> list[str]:
+    """Submit probes until one runs; return the holds met. Leaves the cluster as found.
+
+    Measured here: a job slurmctld lost in a crash still ran under slurmd; the restarted
+    controller gives its id to a later job, which slurmd refuses as a duplicate (held, "launch
+    failed requeued held", the node DRAINED "Duplicate jobid"). Each held probe uses up one
+    such id; the operator's resume brings the node back.
+    """
+    holds: list[str] = []
+    folder = slurm.storage / "probes"
+    folder.mkdir(parents=True, exist_ok=True)
+    probe = {
+        "name": "retrain-probe",
+        "current_working_directory": str(folder),
+        "environment": {"PATH": "/usr/bin:/bin"},
+        "partition": PARTITION,
+    }
+    for _ in range(6):
+        probe_id = slurm.rest.submit("#!/bin/sh\ntrue\n", probe)
+        seen: list[dict] = []
+
+        def settled(job_id: int = probe_id, seen: list[dict] = seen) -> bool:
+            seen.append(slurm.rest.job(job_id))
+            return states.finished(seen[-1]) or stuck.is_held(seen[-1])
+
+        wait_until(settled, 60, "a probe job to run or be held", detail=lambda s=seen: s[-1:])
+        if states.finished(seen[-1]):
+            return holds
+        holds.append(f"{probe_id}: {seen[-1].get('state_description')}")
+        slurm.rest.cancel(probe_id)
+        for node in drained_nodes(cluster):
+            scontrol(cluster, "update", f"nodename={node}", "state=resume")
+    raise AssertionError(f"probes kept being held: {holds}")
+
+
 def test_slurmctld_killed_right_after_each_submit_costs_a_download_not_a_day(
     slurm: SlurmBackend, dataset: Path, baseline_sha256: str, slurm_cluster: SlurmCluster
 ) -> None:
@@ -398,7 +433,9 @@ def test_slurmctld_killed_right_after_each_submit_costs_a_download_not_a_day(
             started = slurm.rest.job(slurm_id)["job_state"] == "RUNNING"
         slurm_cluster.kill_daemon("slurmctld")
         try:
-            if started:  # it trains on without the controller: its result is the event
+            # launched by slurmstepd (its output exists: Slurm saying RUNNING is not enough on
+            # a loaded machine), it trains on without the controller: its result is the event
+            if started and files.output(slurm_id).exists():
                 wait_until(files.result.exists, 60, "the job's result without slurmctld")
         finally:
             slurm_cluster.start_daemon("slurmctld")
@@ -429,9 +466,12 @@ def test_slurmctld_killed_right_after_each_submit_costs_a_download_not_a_day(
             jobs = [j for j in slurm.rest.jobs() if j["name"] == name]
             return [f"{j['job_id']} {j['job_state']}" for j in jobs if not states.finished(j)]
 
-        wait_until(lambda: not left(), 30, "Slurm's copy cancelled", detail=lambda: (seen, left()))
+        wait_until(
+            lambda: not left(), 30, "Slurm's copy cancelled", detail=lambda s=seen: (s, left())
+        )
         for node in drained_nodes(slurm_cluster):  # the "Duplicate jobid" drain, for the next
             scontrol(slurm_cluster, "update", f"nodename={node}", "state=resume")
+        seen += [f"probe held: {hold}" for hold in burn_reused_job_ids(slurm, slurm_cluster)]
     print("\n".join(seen))
 
 
