@@ -29,11 +29,10 @@ def slurm_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
 
 def ports_of(conf: Path) -> tuple[int, int]:
     text = conf.read_text()
-    found = [
-        int(re.search(rf"^{key}=(\d+)$", text, re.M).group(1))
-        for key in ("SlurmctldPort", "SlurmdPort")
-    ]  # type: ignore[union-attr]
-    return found[0], found[1]
+    controller = re.search(r"^SlurmctldPort=(\d+)$", text, re.M)
+    node = re.search(r"^SlurmdPort=(\d+)$", text, re.M)
+    assert controller and node, text
+    return int(controller.group(1)), int(node.group(1))
 
 
 def test_each_daemon_is_a_child_the_supervisor_restarts_in_dependency_order(
@@ -109,7 +108,9 @@ def test_supervised_daemons_take_jobs_and_a_killed_slurmctld_is_restarted_with_a
                 ClusterPaths(slurm_home)
             )
 
-        wait_until(back, 60, "slurmctld restarted by the supervisor", detail=lambda: said)
+        wait_until(
+            back, 60, "slurmctld restarted by the supervisor", detail=lambda: "\n".join(said)
+        )
         assert any("slurm-slurmctld was killed by SIGKILL" in line for line in said), said
         assert any(line.startswith("restarted slurm-slurmctld") for line in said), said
         assert rest.ping()

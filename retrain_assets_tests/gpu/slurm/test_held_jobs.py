@@ -90,7 +90,9 @@ def backend(tmp_path: Path, rest: FakeRest, user: str | None = None) -> SlurmBac
     return SlurmBackend(rest, tmp_path / "jobs", SlurmJobOptions(user=user))  # type: ignore[arg-type]
 
 
-def write_result(files: JobFiles, job_id: int, model: bytes = b"tree\n", sha: str | None = None):
+def write_result(
+    files: JobFiles, job_id: int, model: bytes = b"tree\n", sha: str | None = None
+) -> None:
     files.folder.mkdir(parents=True, exist_ok=True)
     files.model.write_bytes(model)
     digest = sha or hashlib.sha256(model).hexdigest()

@@ -18,6 +18,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 import pytest
@@ -392,13 +393,16 @@ def burn_reused_job_ids(slurm: SlurmBackend, cluster: SlurmCluster) -> list[str]
     }
     for _ in range(6):
         probe_id = slurm.rest.submit("#!/bin/sh\ntrue\n", probe)
-        seen: list[dict] = []
+        seen: list[dict[str, Any]] = []
 
-        def settled(job_id: int = probe_id, seen: list[dict] = seen) -> bool:
+        def settled(job_id: int = probe_id, seen: list[dict[str, Any]] = seen) -> bool:
             seen.append(slurm.rest.job(job_id))
             return states.finished(seen[-1]) or stuck.is_held(seen[-1])
 
-        wait_until(settled, 60, "a probe job to run or be held", detail=lambda s=seen: s[-1:])
+        def last(seen: list[dict[str, Any]] = seen) -> str:
+            return repr(seen[-1:])
+
+        wait_until(settled, 60, "a probe job to run or be held", detail=last)
         if states.finished(seen[-1]):
             return holds
         holds.append(f"{probe_id}: {seen[-1].get('state_description')}")
@@ -466,9 +470,10 @@ def test_slurmctld_killed_right_after_each_submit_costs_a_download_not_a_day(
             jobs = [j for j in slurm.rest.jobs() if j["name"] == name]
             return [f"{j['job_id']} {j['job_state']}" for j in jobs if not states.finished(j)]
 
-        wait_until(
-            lambda: not left(), 30, "Slurm's copy cancelled", detail=lambda s=seen: (s, left())
-        )
+        def why(said: list[str] = seen) -> str:
+            return f"{said} {left()}"
+
+        wait_until(lambda: not left(), 30, "Slurm's copy cancelled", detail=why)
         for node in drained_nodes(slurm_cluster):  # the "Duplicate jobid" drain, for the next
             scontrol(slurm_cluster, "update", f"nodename={node}", "state=resume")
         seen += [f"probe held: {hold}" for hold in burn_reused_job_ids(slurm, slurm_cluster)]
