@@ -26,6 +26,7 @@ def slurm_backend(timeout: float = 30.0) -> SlurmBackend:
         time_limit_minutes=settings.slurm_time_limit_minutes(),
         gres=settings.slurm_gres(),
         python=settings.slurm_python(),
+        user=settings.slurm_user(),
     )
     return SlurmBackend(rest, settings.slurm_storage(), options)
 

@@ -40,6 +40,8 @@ class Job:
     last_checkpoint_round: int | None
     error: str | None = None
     detail: str | None = None  # the backend's own words for the state (Slurm's state and reason)
+    # a queued job that will not run until a person acts (Slurm's hold): why, and what to do
+    attention: str | None = None
 
 
 @dataclass(frozen=True)

@@ -137,9 +137,10 @@ def wait_note(job: Job) -> str | None:
     """Return the note of a poll that waits on this job; None once its attempt has ended.
 
     One function for the transition and for `known_poll_wait`, so the visit the engine records
-    without running the transition says exactly what the transition would have said.
+    without running the transition says exactly what the transition would have said. A job
+    that needs a person (`Job.attention`) is no plain wait: `_poll_step` names it as an error.
     """
-    if job.status.finished:
+    if job.status.finished or job.attention:
         return None
     note = f"{job.status} {job.rounds_done}/{job.total_rounds} rounds"
     return f"{note} ({job.detail})" if job.detail else note
@@ -190,6 +191,10 @@ def _status_unread(job_id: object, failed: StatusUnread) -> Step:
 
 
 def _poll_step(job: Job) -> Step:
+    if job.attention and not job.status.finished:
+        # a failed visit: the history row and `last_error` name the hold at once; the poll
+        # stays in POLL_JOB, so a person's release lets the run go on within the budget
+        return Step.failure(f"job {job.id} {job.status} but stuck: {job.attention}")
     note = wait_note(job)
     if note is not None:
         return Step.wait(note)

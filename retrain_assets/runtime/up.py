@@ -42,6 +42,7 @@ from retrain_assets.runtime.ports import LOOPBACK, PortNeed, busy_port_messages
 from retrain_assets.runtime.reaper import DEFAULT_GRACE_SECONDS, start_reaper
 from retrain_assets.runtime.reaping import stop_platform_processes
 from retrain_assets.runtime.signals import StopRequests
+from retrain_assets.runtime.slurm_children import slurm_children, slurm_refusal
 from retrain_assets.runtime.supervisor import ChildFailed, ChildSpec, Supervisor
 from retrain_assets.runtime.token_files import tokens_folder, write_token_files
 from retrain_assets.settings import (
@@ -99,13 +100,11 @@ def training_children(bin_dir: Path) -> list[ChildSpec]:
     """Return the training backend `up` runs: the GPU service, a Slurm cluster, or none.
 
     With RETRAIN_TRAINING_BACKEND=slurm and no RETRAIN_SLURM_URL, a one-node cluster under
-    $RETRAIN_HOME/slurm (`retrain-assets slurm`, root and Debian's packages needed); with a
-    remote service or cluster, nothing.
+    $RETRAIN_HOME/slurm, one supervised child per daemon (`runtime/slurm_children.py`, root
+    and Debian's packages needed); with a remote service or cluster, nothing.
     """
     if training_backend() == "slurm":
-        if current_settings().slurm_url:
-            return []
-        return [ChildSpec(name="slurm", argv=(str(bin_dir / "retrain-assets"), "slurm"))]
+        return [] if current_settings().slurm_url else slurm_children()
     return [gpu_service_child(bin_dir)] if local_gpu_service() else []
 
 
@@ -397,6 +396,8 @@ def run_up(demo: bool = True) -> int:
         print(f"retrain-assets up: {refusal}", file=sys.stderr, flush=True)
         return 2
     busy = busy_port_messages(needed_ports())
+    slurm = training_backend() == "slurm" and not current_settings().slurm_url
+    busy += [refused] if slurm and (refused := slurm_refusal()) else []
     if busy:
         for message in busy:
             print(f"retrain-assets up: {message}", file=sys.stderr, flush=True)

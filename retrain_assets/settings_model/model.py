@@ -232,7 +232,10 @@ class RetrainSettings(BaseSettings):
     slurm_token: str | None = unset(
         "`rest_auth/local`", "an `auth/jwt` token for slurmrestd (`scontrol token`)"
     )
-    slurm_user: str | None = unset("none sent", "the Slurm user name sent with that token")
+    slurm_user: str | None = unset(
+        "none sent",
+        "the Slurm user name sent with that token; the poll counts only this user's jobs",
+    )
     slurm_partition: str | None = unset(
         "the cluster's default partition", "the partition training jobs queue in"
     )

@@ -284,3 +284,23 @@ def test_a_judged_window_says_so_and_goes_on(db, tmp_path):
     assert history(db, "training", "acme")[0].note == (
         "window a .. b judged: 60 training rows, 42 holdout rows"
     )
+
+
+def test_a_job_that_needs_a_person_is_named_at_once_and_the_poll_goes_on_after_release(
+    db, tmp_path
+):
+    svc = services(tmp_path)
+    start_training(db, "acme", "k1", SPEC)
+    advance(db, training_machine(), "acme", svc)
+    hold = "Slurm job 7 is held ...; to go on: `scontrol release 7`"
+    svc.gpu.jobs["job-1"] = dataclasses.replace(svc.gpu.jobs["job-1"], attention=hold)
+    known = {"acme": pointer(db, "training", "acme")}
+    prefetched = svc.gpu.statuses(["job-1"])  # the sensor's path: no plain recorded wait
+    advance_many(db, training_machine(), ["acme"], svc, prefetched=prefetched, known=known)
+    p = pointer(db, "training", "acme")
+    assert p.state == "POLL_JOB"
+    assert p.last_error == f"job job-1 queued but stuck: {hold}"
+    assert history(db, "training", "acme")[-1].error == p.last_error
+    svc.gpu.jobs["job-1"] = dataclasses.replace(svc.gpu.jobs["job-1"], attention=None)
+    assert advance(db, training_machine(), "acme", svc).waiting  # released: waits again
+    assert pointer(db, "training", "acme").state == "POLL_JOB"

@@ -287,13 +287,13 @@ def test_up_runs_a_one_node_slurm_cluster_instead_of_the_gpu_service(monkeypatch
     monkeypatch.delenv("RETRAIN_GPU_URL", raising=False)
     monkeypatch.delenv("RETRAIN_SLURM_URL", raising=False)
     monkeypatch.setenv("RETRAIN_TRAINING_BACKEND", "slurm")
+    monkeypatch.setenv("RETRAIN_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "https://mlflow.example.com")
     assert [need.name for need in up.needed_ports()] == ["dagster-webserver", "prediction-service"]
-    first, *rest = up.platform_children(
-        tmp_path / "code.sock", tmp_path / "workspace.yaml", BACKEND
-    )
-    assert (first.name, first.argv[1:]) == ("slurm", ("slurm",))
-    assert "gpu-service" not in [spec.name for spec in rest]
+    children = up.platform_children(tmp_path / "code.sock", tmp_path / "workspace.yaml", BACKEND)
+    names = [spec.name for spec in children]
+    assert names[:4] == ["slurm-munged", "slurm-slurmctld", "slurm-slurmd", "slurm-slurmrestd"]
+    assert "gpu-service" not in names
     monkeypatch.setenv("RETRAIN_SLURM_URL", "https://slurmrestd.example.org:6820")  # a team's
     children = up.platform_children(tmp_path / "code.sock", tmp_path / "workspace.yaml", BACKEND)
     assert children[0].name == "prediction-service"

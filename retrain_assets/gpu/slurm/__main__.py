@@ -12,14 +12,19 @@ import signal
 import sys
 import threading
 
-from retrain_assets.gpu.slurm.cluster import APT_PACKAGES, ClusterError, start_cluster
+from retrain_assets.gpu.slurm.cluster import (
+    APT_PACKAGES,
+    ClusterError,
+    free_loopback_ports,
+    start_cluster,
+)
 from retrain_assets.gpu.slurm.cluster_config import PARTITION, ClusterPorts
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the command's options (ports of slurmctld and slurmd on 127.0.0.1)."""
-    parser.add_argument("--controller-port", type=int, default=6817, help="default 6817")
-    parser.add_argument("--node-port", type=int, default=6818, help="default 6818")
+    parser.add_argument("--controller-port", type=int, help="default: a free loopback port")
+    parser.add_argument("--node-port", type=int, help="default: a free loopback port")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -31,7 +36,8 @@ def run(args: argparse.Namespace) -> int:
         signal.signal(sig, lambda *_: stop.set())
     root = slurm_home()
     try:
-        ports = ClusterPorts(args.controller_port, args.node_port)
+        free = free_loopback_ports(2)  # two clusters on one host must not collide
+        ports = ClusterPorts(args.controller_port or free[0], args.node_port or free[1])
         cluster = start_cluster(root, ports, die_with_parent=True)
     except ClusterError as error:
         print(f"slurm: {error}\n(packages: apt-get install -y {APT_PACKAGES})", file=sys.stderr)

@@ -10,6 +10,12 @@ Job ids given to the platform are `<slurm job id>:<run key>`: a job Slurm has fo
 purges finished jobs after MinJobAge, and can lose a job submitted just before slurmctld died)
 can still be judged by its key's folder: its result means it succeeded, else it is FAILED with
 that said, and JOB_FAILED's resubmission looks the key up again.
+
+The key's `result.json` naming the job, with a model that hashes to its sha256, is success
+whatever Slurm still says: a slurmctld that crashed while the job ran recovers it as a held,
+requeued copy (PENDING, JobHeldUser) of a training already done; that copy is cancelled, so
+the crash costs a download, not a day. A queued job that only a person can let run (held, its
+nodes drained or down) carries `Job.attention`: Slurm's reason and the commands to run.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from pydantic import ValidationError
 
 from retrain_assets.gpu.protocol import Artifact, ArtifactCorrupt, Job, JobStatus
 from retrain_assets.gpu.service.schemas import TrainingSpec
-from retrain_assets.gpu.slurm import states
+from retrain_assets.gpu.slurm import states, stuck
 from retrain_assets.gpu.slurm.job_files import (
     ATTEMPT_ENV,
     MODULE,
@@ -36,7 +42,7 @@ from retrain_assets.gpu.slurm.job_files import (
     run_key_of,
     write_json,
 )
-from retrain_assets.gpu.slurm.rest import SlurmRest, UnknownJob
+from retrain_assets.gpu.slurm.rest import SlurmRest, SlurmRestError, UnknownJob
 
 ATTEMPTS_FILE = "attempts"  # one line per Slurm job submitted for the key
 SUBMITTING_FILE = "submitting"  # a submit is under way: its job id is not recorded yet
@@ -56,6 +62,9 @@ class SlurmJobOptions:
     python: str = sys.executable
     cpus: int = 1
     hold: bool = False  # submit held (priority 0): benchmarks, or an operator who releases
+    user: str | None = (
+        None  # the Slurm user the platform submits as: other users' jobs are not ours
+    )
 
 
 def split_job_id(job_id: str) -> tuple[int, str]:
@@ -87,6 +96,24 @@ class SlurmBackend:
         self.rest = rest
         self.storage = storage
         self.options = options
+        # in every job's comment: two platforms on one cluster (their own storage each) never
+        # take each other's jobs for theirs, even for the same run key
+        self.platform = hashlib.sha256(str(storage).encode()).hexdigest()[:12]
+
+    def ours(self, data: dict[str, Any], run_key: str | None = None) -> bool:
+        """Return True for a job this platform submitted (for `run_key`, when given).
+
+        Its name carries a run key, its user is the platform's (when RETRAIN_SLURM_USER says
+        which), and its comment names this platform (jobs submitted before comments named it
+        have no `platform=` and pass on name and user).
+        """
+        key = run_key_of(data.get("name"))
+        if key is None or (run_key is not None and key != run_key):
+            return False
+        if self.options.user and data.get("user_name") != self.options.user:
+            return False
+        comment = str(data.get("comment") or "")
+        return "platform=" not in comment or f"platform={self.platform}" in comment.split()
 
     def close(self) -> None:
         """Close the slurmrestd connection."""
@@ -119,7 +146,7 @@ class SlurmBackend:
         marker.write_text(f"attempt {attempt}\n")  # until the id is recorded: `find` lists
         slurm_id = self.rest.submit(self._script(files), self._job(files, idempotency_key, attempt))
         self._record_attempt(files, slurm_id)
-        return self._job_of(self.rest.job(slurm_id), idempotency_key, files)
+        return self.get(f"{slurm_id}:{idempotency_key}")
 
     def _record_attempt(self, files: JobFiles, slurm_id: int) -> None:
         """Append the job's id to the key's attempts (once) and drop the submit marker."""
@@ -137,11 +164,11 @@ class SlurmBackend:
         """
         files = JobFiles.of(self.storage, idempotency_key)
         if (files.folder / SUBMITTING_FILE).exists():
-            mine = [j for j in self.rest.jobs() if run_key_of(j.get("name")) == idempotency_key]
+            mine = [j for j in self.rest.jobs() if self.ours(j, idempotency_key)]
             if mine:
                 newest = max(mine, key=lambda job: int(job["job_id"]))
                 self._record_attempt(files, int(newest["job_id"]))
-                return self._job_of(newest, idempotency_key, files)
+                return self._job_of(newest, idempotency_key, files, self._nodes_if_stuck([newest]))
             (files.folder / SUBMITTING_FILE).unlink()  # that submit never reached Slurm
         attempts = self._attempts(files)
         return self.get(f"{attempts[-1]}:{idempotency_key}") if attempts else None
@@ -151,9 +178,10 @@ class SlurmBackend:
         slurm_id, run_key = split_job_id(job_id)
         files = JobFiles.of(self.storage, run_key)
         try:
-            return self._job_of(self.rest.job(slurm_id), run_key, files)
+            data = self.rest.job(slurm_id)
         except UnknownJob:
             return self._forgotten(slurm_id, run_key, files)
+        return self._job_of(data, run_key, files, self._nodes_if_stuck([data]))
 
     def statuses(self, job_ids: list[str]) -> dict[str, Job]:
         """Return every asked job from one `GET /jobs`; forgotten ones judged by their folder.
@@ -165,16 +193,22 @@ class SlurmBackend:
         wanted = {job_id: split_job_id(job_id) for job_id in job_ids if _ours(job_id)}
         if not wanted:
             return {}
-        known = {int(job["job_id"]): job for job in self.rest.jobs()}
+        known = {int(job["job_id"]): job for job in self.rest.jobs() if self.ours(job)}
+        asked = {slurm_id for slurm_id, _ in wanted.values()}
+        nodes = self._nodes_if_stuck([job for key, job in known.items() if key in asked])
         found: dict[str, Job] = {}
         for job_id, (slurm_id, run_key) in wanted.items():
             files = JobFiles.of(self.storage, run_key)
             data = known.get(slurm_id)
             if data is not None and run_key_of(data.get("name")) == run_key:
-                found[job_id] = self._job_of(data, run_key, files)
+                found[job_id] = self._job_of(data, run_key, files, nodes)
             else:
                 found[job_id] = self._forgotten(slurm_id, run_key, files)
         return found
+
+    def _nodes_if_stuck(self, jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Return the cluster's nodes when a job might be stuck (one call), else nothing."""
+        return self.rest.nodes() if any(stuck.might_be_stuck(job) for job in jobs) else []
 
     def cancel(self, job_id: str) -> Job:
         """Cancel the job (Slurm kills it after KillWait); a forgotten job is left as it is."""
@@ -224,10 +258,12 @@ class SlurmBackend:
         }
         job: dict[str, Any] = {
             "name": job_name(run_key),
-            "comment": f"retrain_assets run_key={run_key} attempt={attempt}",
+            "comment": f"retrain_assets run_key={run_key} attempt={attempt} "
+            f"platform={self.platform}",
             "current_working_directory": str(files.folder),
             "standard_output": files.output_pattern,
             "standard_error": files.output_pattern,
+            "open_mode": "append",  # a requeued run adds to the first run's output
             "environment": env,
             "requeue": True,
             "time_limit": self.options.time_limit_minutes,
@@ -250,25 +286,54 @@ class SlurmBackend:
             return []
         return [int(line) for line in lines if line.isdigit()]
 
-    def _job_of(self, data: dict[str, Any], run_key: str, files: JobFiles) -> Job:
-        """Map slurmrestd's job onto `Job`; COMPLETED without a result is FAILED, saying so."""
+    def _job_of(
+        self,
+        data: dict[str, Any],
+        run_key: str,
+        files: JobFiles,
+        nodes: list[dict[str, Any]],
+    ) -> Job:
+        """Map slurmrestd's job onto `Job` (see the module doc for the result.json rule).
+
+        COMPLETED without a result is FAILED, saying so; a queued job only a person can let
+        run carries `attention`, naming the hold and the commands (`nodes`: `GET /nodes`).
+        """
         slurm_id = int(data["job_id"])
-        meaning = states.meaning(data)
-        status, error = meaning.status, None
+        status, error = states.meaning(data).status, None
         words = states.describe(data)
-        result = files.read(files.result) if status is JobStatus.SUCCEEDED else None
-        if status is JobStatus.SUCCEEDED and result is None:
+        if verified_result(files, slurm_id) is not None:
+            if status is not JobStatus.SUCCEEDED:
+                words = self._succeeded_anyway(slurm_id, status, words, files)
+            return self._record(slurm_id, run_key, files, JobStatus.SUCCEEDED, None, words)
+        if status is JobStatus.SUCCEEDED:
             status = JobStatus.FAILED
             words += f"; but it wrote no result under {files.folder}: no artifact"
         if status in (JobStatus.FAILED, JobStatus.CANCELLED):
             tail = files.tail(slurm_id)
             error = f"{words}; output: {tail}" if tail else words
-        return self._record(slurm_id, run_key, files, status, error, words)
+        attention = stuck.attention(data, nodes) if not status.finished else None
+        return self._record(slurm_id, run_key, files, status, error, words, attention)
+
+    def _succeeded_anyway(
+        self, slurm_id: int, status: JobStatus, words: str, files: JobFiles
+    ) -> str:
+        """Cancel the copy Slurm still holds or runs of a job whose result is in; say so."""
+        said = f"{words}; but {files.result} names job {slurm_id} and its model's sha256 checks"
+        if status.finished:
+            return f"{said}: succeeded"
+        try:
+            self.rest.cancel(slurm_id)
+        except UnknownJob:
+            return f"{said}: succeeded (Slurm forgot the copy meanwhile)"
+        except SlurmRestError as error:  # the run goes on; a person can cancel the copy
+            return (
+                f"{said}: succeeded; cancelling Slurm's copy failed ({error}): `scancel {slurm_id}`"
+            )
+        return f"{said}: succeeded, Slurm's {status} copy cancelled"
 
     def _forgotten(self, slurm_id: int, run_key: str, files: JobFiles) -> Job:
         """Judge a job Slurm does not know by its key's folder: a result of it is success."""
-        result = files.read(files.result)
-        if result is not None and str(result.get("job_id")) == str(slurm_id):
+        if verified_result(files, slurm_id) is not None:
             words = f"Slurm no longer knows job {slurm_id}; its result is in {files.folder}"
             return self._record(slurm_id, run_key, files, JobStatus.SUCCEEDED, None, words)
         error = (
@@ -288,6 +353,7 @@ class SlurmBackend:
         status: JobStatus,
         error: str | None,
         detail: str,
+        attention: str | None = None,
     ) -> Job:
         progress = files.read(files.progress) or {}
         total = int(progress.get("total_rounds") or _total_rounds(files))
@@ -303,7 +369,24 @@ class SlurmBackend:
             last_checkpoint_round=int(checkpoint) if checkpoint is not None else None,
             error=error,
             detail=detail,
+            attention=attention,
         )
+
+
+def verified_result(files: JobFiles, slurm_id: int) -> dict[str, Any] | None:
+    """Return the key's result when it names this job and its model hashes to its sha256.
+
+    None otherwise: no result, another job's (an earlier attempt's), or a model that does not
+    match (being rewritten by a rerun, or damaged), which Slurm's own state then judges.
+    """
+    result = files.read(files.result)
+    if result is None or str(result.get("job_id")) != str(slurm_id):
+        return None
+    try:
+        actual = hashlib.sha256(files.model.read_bytes()).hexdigest()
+    except FileNotFoundError:
+        return None
+    return result if actual == result.get("sha256") else None
 
 
 def _total_rounds(files: JobFiles) -> int:

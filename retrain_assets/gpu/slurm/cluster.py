@@ -1,19 +1,24 @@
-"""Start a one-node Slurm cluster on loopback: munged, slurmctld, slurmd and slurmrestd.
+"""A one-node Slurm cluster on loopback: munged, slurmctld, slurmd and slurmrestd.
 
-`retrain-assets slurm` and the tests' session fixture use it. Every process gets SLURM_CONF
-(without it a Slurm binary asks DNS for its configuration, off loopback), runs in the
+`retrain-assets up` supervises the four daemons as children of its own (`supervised_daemons`:
+each restarted with backoff when it dies, through the `daemon` launcher); `retrain-assets
+slurm` and the tests' session fixture start them here (`start_cluster`). Every process gets
+SLURM_CONF (without it a Slurm binary asks DNS for its configuration, off loopback), runs in the
 foreground in its own process group, and logs under the cluster's folder. slurmrestd listens
 on a unix socket with `rest_auth/local`; as root it needs SLURMRESTD_SECURITY=disable_user_check.
-Started for `up` (`die_with_parent`), each daemon gets SIGTERM when `retrain-assets slurm` dies,
-even of SIGKILL: in sessions of their own, the daemons are out of reach of its group's signals.
+Started by `retrain-assets slurm` (`die_with_parent`), each daemon gets SIGTERM when that
+command dies, even of SIGKILL: in sessions of their own, the daemons are out of reach of its
+group's signals.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import random
 import shutil
 import signal
+import socket
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -46,6 +51,93 @@ def cluster_environment(paths: ClusterPaths) -> dict[str, str]:
 def missing_binaries() -> list[str]:
     """Return the daemons not installed (`apt-get install -y slurm-wlm slurmrestd munge`)."""
     return [name for name in DAEMONS if shutil.which(name, path=_sbin_path()) is None]
+
+
+def refusal() -> str | None:
+    """Return why this machine cannot run the one-node cluster (with the fix), None if it can.
+
+    Checked by `up` before anything starts: a missing package used to surface as the cluster's
+    child dying after "ready" had been printed.
+    """
+    missing = missing_binaries()
+    if missing:
+        return (
+            f"the one-node Slurm cluster needs {', '.join(missing)}, not installed: "
+            f"apt-get install -y {APT_PACKAGES}"
+        )
+    if os.geteuid() != 0:
+        return (
+            "the one-node Slurm cluster runs its daemons as root (SlurmUser=root): run `up` as "
+            "root, or point RETRAIN_SLURM_URL at a cluster"
+        )
+    return None
+
+
+def free_loopback_ports(count: int, low: int = 20_000, high: int = 30_000) -> list[int]:
+    """Return `count` distinct ports nothing listens on at 127.0.0.1, picked at random.
+
+    Below Linux's ephemeral range (32768+), so a client's outgoing connection cannot take
+    one; random, so two platforms preparing at the same moment hardly ever pick the same.
+    """
+    picked: list[int] = []
+    for port in random.sample(range(low, high), k=min(high - low, 200)):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        picked.append(port)
+        if len(picked) == count:
+            return picked
+    raise ClusterError(f"no {count} free loopback ports in {low}-{high - 1}")
+
+
+@dataclass(frozen=True)
+class DaemonLaunch:
+    """One daemon as `up` supervises it.
+
+    Its command, the socket that says it is ready, and the daemons ready before it starts.
+    """
+
+    name: str
+    argv: tuple[str, ...]
+    ready_socket: Path | None = None
+    after: tuple[str, ...] = ()
+
+
+def supervised_daemons(root: Path, python: str) -> list[DaemonLaunch]:
+    """Write the cluster's files on free loopback ports and return its daemons in start order.
+
+    Each is `python -m retrain_assets.gpu.slurm.daemon <root> <name>`, which sets SLURM_CONF
+    and execs the daemon. munged's and slurmrestd's sockets say they are ready; slurmrestd's
+    launcher waits for slurmctld first, so its socket means the cluster takes jobs.
+    """
+    paths = ClusterPaths(root)
+    controller, node = free_loopback_ports(2)
+    write_cluster_files(paths, ClusterPorts(controller=controller, node=node))
+
+    def launch(name: str) -> tuple[str, ...]:
+        return (python, "-m", "retrain_assets.gpu.slurm.daemon", str(root), name)
+
+    return [
+        DaemonLaunch("munged", launch("munged"), paths.munge_socket),
+        DaemonLaunch("slurmctld", launch("slurmctld"), after=("munged",)),
+        DaemonLaunch("slurmd", launch("slurmd"), after=("munged",)),
+        DaemonLaunch("slurmrestd", launch("slurmrestd"), paths.rest_socket, after=("munged",)),
+    ]
+
+
+def controller_answers(paths: ClusterPaths) -> bool:
+    """Return True when slurmctld answers `scontrol ping` (SLURM_CONF set)."""
+    done = subprocess.run(
+        ["scontrol", "ping"],
+        env=cluster_environment(paths),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    return done.returncode == 0 and " is UP" in done.stdout
 
 
 def _sbin_path() -> str:
@@ -87,11 +179,11 @@ class SlurmCluster:
         if name in sockets:
             sockets[name].unlink(missing_ok=True)
         log = self.paths.log(f"{name}.out").open("ab")
-        command = _command(name, self.paths)
+        line = command(name, self.paths)
         if self.die_with_parent:  # start_daemon runs in the main thread of `retrain-assets slurm`
-            command = launcher(command)
+            line = launcher(line)
         self.processes[name] = subprocess.Popen(
-            command,
+            line,
             env=self.env(),
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -136,7 +228,8 @@ def start_cluster(
     return cluster
 
 
-def _command(name: str, paths: ClusterPaths) -> list[str]:
+def command(name: str, paths: ClusterPaths) -> list[str]:
+    """Return the daemon's command line (in the foreground, its paths from `paths`)."""
     if name == "munged":
         munge = paths.munge_dir
         return [
@@ -188,12 +281,10 @@ def _answers(cluster: SlurmCluster, name: str) -> bool:
         return paths.munge_socket.exists()
     if name == "slurmrestd":
         return paths.rest_socket.exists()
-    command = (
-        ["scontrol", "ping"] if name == "slurmctld" else ["sinfo", "--noheader", "--format=%T"]
-    )
-    done = subprocess.run(command, env=cluster.env(), capture_output=True, text=True, timeout=30)
     if name == "slurmctld":
-        return done.returncode == 0 and " is UP" in done.stdout
+        return controller_answers(paths)
+    sinfo = ["sinfo", "--noheader", "--format=%T"]
+    done = subprocess.run(sinfo, env=cluster.env(), capture_output=True, text=True, timeout=30)
     return done.returncode == 0 and done.stdout.strip() in {"idle", "mixed", "allocated"}
 
 

@@ -88,6 +88,10 @@ class SlurmRest:
         """Return every job slurmctld knows, in one call (finished ones until MinJobAge)."""
         return _list(self._call("GET", "/jobs"), "jobs")
 
+    def nodes(self) -> list[dict[str, Any]]:
+        """Return every node (asked only when a job looks stuck, to name its drained nodes)."""
+        return _list(self._call("GET", "/nodes"), "nodes")
+
     def job(self, job_id: int) -> dict[str, Any]:
         """Return one job; UnknownJob when slurmctld does not know the id."""
         jobs = _list(self._call("GET", f"/job/{job_id}"), "jobs")

@@ -70,6 +70,13 @@ def meaning(job: dict[str, Any]) -> StateMeaning:
     return StateMeaning(FAILED, f"in state {state or '(none)'!r}, which this backend does not know")
 
 
+def finished(job: dict[str, Any]) -> bool:
+    """Return True when Slurm will not run the job again (an ended state, no COMPLETING)."""
+    raw = job.get("job_state")
+    flags = " ".join(raw) if isinstance(raw, list) else str(raw or "")
+    return meaning(job).status.finished and "COMPLETING" not in flags.upper()
+
+
 def describe(job: dict[str, Any]) -> str:
     """Return the machine's words for a job: state, meaning, and Slurm's reason and exit code.
 
