@@ -16,14 +16,20 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from retrain_assets.runtime.platform_file import read_platform_file, remove_platform_file
+from retrain_assets.runtime.platform_file import (
+    RecordedProcess,
+    read_platform_file,
+    remove_platform_file,
+)
 from retrain_assets.runtime.reaping import StopReport, stop_platform_processes
 from retrain_assets.store.server import forget_handle
 
 DEFAULT_GRACE_SECONDS = 20.0
+EXIT_SECONDS = 10.0  # how long a dying `up` may still look alive after its descriptors closed
 
 
 def start_reaper(
@@ -55,6 +61,21 @@ def start_reaper(
     return process, write_end
 
 
+def _gone(up: RecordedProcess, seconds: float = EXIT_SECONDS) -> bool:
+    """Return whether `up` has exited, waiting out its exit for up to `seconds`.
+
+    The kernel closes a dying process's descriptors (the reaper's end of file) before the
+    process shows as exited: read at once, a SIGKILLed `up` could still look alive (measured:
+    1 in 3 under load), and the reaper left everything running.
+    """
+    deadline = time.monotonic() + seconds
+    while up.is_running():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def reap(up_pid: int, home: Path, grace: float, say: Callable[[str], None]) -> StopReport | None:
     """Stop what `up_pid` recorded for `home` if it died without a clean stop.
 
@@ -62,7 +83,7 @@ def reap(up_pid: int, home: Path, grace: float, say: Callable[[str], None]) -> S
     `up` still runs.
     """
     record = read_platform_file(home)
-    if record is None or record.up.pid != up_pid or record.up.is_running():
+    if record is None or record.up.pid != up_pid or not _gone(record.up):
         return None
     report = stop_platform_processes(record.processes, grace)
     forget_handle(home, up_pid)
