@@ -1,10 +1,12 @@
 """The real one-node Slurm cluster the Slurm tests share: started once, on free loopback ports."""
 
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from retrain_assets.gpu.slurm import states
 from retrain_assets.gpu.slurm.backend import SlurmBackend, SlurmJobOptions
 from retrain_assets.gpu.slurm.cluster import SlurmCluster, start_cluster
 from retrain_assets.gpu.slurm.cluster_config import PARTITION, ClusterPorts
@@ -32,4 +34,25 @@ def slurm(slurm_cluster: SlurmCluster, tmp_path: Path) -> Iterator[SlurmBackend]
     try:
         yield backend
     finally:
+        leave_cluster_sound(backend.rest, slurm_cluster)
         backend.close()
+
+
+def leave_cluster_sound(rest: SlurmRest, cluster: SlurmCluster) -> None:
+    """Cancel the jobs a test left and resume a drained node, so one failure does not cascade.
+
+    A crash test that fails half-way can leave a held job and the only node DRAINED ("Duplicate
+    jobid"); every later test on the shared cluster would then wait in the queue until its deadline.
+    """
+    for job in rest.jobs():
+        if not states.finished(job):
+            rest.cancel(int(job["job_id"]))
+    for node in rest.nodes():
+        if "DRAIN" in set(node.get("state_flags") or []):
+            subprocess.run(
+                ["scontrol", "update", f"nodename={node['name']}", "state=resume"],
+                env=cluster.env(),
+                capture_output=True,
+                timeout=30,
+                check=True,
+            )
