@@ -12,8 +12,9 @@ import datetime as dt
 import time
 from collections.abc import Callable
 
+from retrain_assets.demo.roster import demo_tenants
 from retrain_assets.demo.simulate import land_tenant, landed_days
-from retrain_assets.demo.tenants import DEMO_TENANTS, TenantSpec
+from retrain_assets.demo.tenants import TenantSpec
 
 Say = Callable[[str], None]
 BeforeLanding = Callable[[TenantSpec, dt.date], None]
@@ -21,11 +22,14 @@ Hold = Callable[[], str | None]  # None: land the next day now; else why the clo
 
 
 def next_days(
-    landing_root: str, latest_allowed: dt.date, tenants: tuple[TenantSpec, ...] = DEMO_TENANTS
+    landing_root: str, latest_allowed: dt.date, tenants: tuple[TenantSpec, ...] | None = None
 ) -> list[tuple[TenantSpec, dt.date]]:
-    """Return each tenant's next day to land, for the tenants that have not caught up."""
+    """Return each tenant's next day to land, for the tenants that have not caught up.
+
+    `tenants` defaults to the demo's (`demo_tenants()`: RETRAIN_DEMO_SCENARIO_SEED decides).
+    """
     due = []
-    for spec in tenants:
+    for spec in demo_tenants() if tenants is None else tenants:
         landed = landed_days(landing_root, spec.name)
         if landed and landed[-1] < latest_allowed:
             due.append((spec, landed[-1] + dt.timedelta(days=1)))
@@ -36,7 +40,7 @@ def tick(
     landing_root: str,
     latest_allowed: dt.date,
     before_landing: BeforeLanding | None = None,
-    tenants: tuple[TenantSpec, ...] = DEMO_TENANTS,
+    tenants: tuple[TenantSpec, ...] | None = None,
 ) -> list[tuple[str, dt.date]]:
     """Land the next day of every demo tenant that has one due; return what landed.
 
@@ -59,17 +63,20 @@ def run_clock(
     say: Say,
     before_landing: BeforeLanding | None = None,
     hold: Hold | None = None,
+    tenants: tuple[TenantSpec, ...] | None = None,
 ) -> None:
     """Land a day per tenant every `seconds` until `stop()` is true.
 
     While `hold()` gives a reason (the platform has not published what landed, see
     demo/pacing.py) the clock lands nothing, says the reason once, and looks again each second.
+    `tenants` defaults to the demo's, read once when the clock starts.
 
     Raises:
         ValueError: `seconds` is not positive.
     """
     if seconds <= 0:
         raise ValueError(f"the demo clock needs a positive interval, not {seconds}")
+    chosen = demo_tenants() if tenants is None else tenants
     said = None
     while not stop():
         waiting = hold() if hold is not None else None
@@ -82,7 +89,7 @@ def run_clock(
         said = None
         started = time.monotonic()
         yesterday = dt.date.today() - dt.timedelta(days=1)
-        landed = tick(landing_root, yesterday, before_landing)
+        landed = tick(landing_root, yesterday, before_landing, chosen)
         if landed:
             say(", ".join(f"{name} {day}" for name, day in landed))
         while not stop() and time.monotonic() - started < seconds:

@@ -15,8 +15,9 @@ from collections.abc import Callable
 
 import psycopg2
 
+from retrain_assets.demo.roster import demo_tenants
 from retrain_assets.demo.simulate import landed_days
-from retrain_assets.demo.tenants import DEMO_TENANTS, TenantSpec
+from retrain_assets.demo.tenants import TenantSpec
 from retrain_assets.store.database import one_row, transaction
 
 AHEAD_DAYS = 3  # how far the landed days may run ahead of the published ones
@@ -32,13 +33,17 @@ def newest_published(url: str) -> dt.date | None:
 def pace(
     url: str,
     landing_root: str,
-    tenants: tuple[TenantSpec, ...] = DEMO_TENANTS,
+    tenants: tuple[TenantSpec, ...] | None = None,
     ahead_days: int = AHEAD_DAYS,
 ) -> Callable[[], str | None]:
-    """Return the clock's hold: None when it may land a day, else why it waits."""
+    """Return the clock's hold: None when it may land a day, else why it waits.
+
+    `tenants` defaults to the demo's (`demo_tenants()`), read once here.
+    """
+    chosen = demo_tenants() if tenants is None else tenants
 
     def hold() -> str | None:
-        latest = [days[-1] for spec in tenants if (days := landed_days(landing_root, spec.name))]
+        latest = [days[-1] for spec in chosen if (days := landed_days(landing_root, spec.name))]
         if not latest:
             return None
         landed = min(latest)

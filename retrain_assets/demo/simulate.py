@@ -25,6 +25,8 @@ _EPOCH = dt.date(2024, 1, 1)
 class _SeriesParams:
     store_ids: np.ndarray
     item_ids: np.ndarray
+    stores: np.ndarray  # each series' store index (0 is S001)
+    items: np.ndarray  # each series' item index (0 is I0001)
     level: np.ndarray
     regular_price: np.ndarray
     elasticity: np.ndarray
@@ -46,6 +48,8 @@ def _series_params(spec: TenantSpec) -> _SeriesParams:
     return _SeriesParams(
         store_ids=np.array([f"S{s + 1:03d}" for s in stores]),
         item_ids=np.array([f"I{i + 1:04d}" for i in items]),
+        stores=stores,
+        items=items,
         level=store_factor[stores] * item_level[items],
         regular_price=item_price[items],
         elasticity=item_elasticity[items],
@@ -74,18 +78,19 @@ def simulate_day(spec: TenantSpec, day: dt.date) -> pd.DataFrame:
         seasonal *= 1.2
     demand_factor, price_factor, lift = spec.factors(day)
     seasonal *= demand_factor
-    on_promo = rng.random(n) < spec.promo_probability
+    on_promo = rng.random(n) < spec.promo_probability_on(day)
     regular_price = params.regular_price * price_factor
     price = np.round(regular_price * np.where(on_promo, 0.8, 1.0), 2)
     relative_price = price / regular_price
     promo_lift = np.where(on_promo, lift, 1.0)
     mean = params.level * seasonal * relative_price**params.elasticity * promo_lift
-    demand = rng.poisson(mean)
-    opening_stock = rng.poisson(mean * 2.5 + 3)
+    demand = rng.poisson(_noisy(spec, day, mean))
+    opening_stock = rng.poisson(mean * 2.5 + 3)  # stocked for the expected demand
     stockout = rng.random(n) < spec.stockout_probability
     opening_stock = np.where(stockout, rng.integers(0, np.maximum(mean, 1) + 1), opening_stock)
+    opening_stock = _outages(spec, day, params, opening_stock)
     units_sold = np.minimum(demand, opening_stock)  # a stock-out censors sales
-    return pd.DataFrame(
+    frame = pd.DataFrame(
         {
             "date": day.isoformat(),
             "store_id": params.store_ids,
@@ -97,6 +102,44 @@ def simulate_day(spec: TenantSpec, day: dt.date) -> pd.DataFrame:
         },
         columns=LANDING_COLUMNS,
     )
+    return _open_series(spec, day, params, frame)
+
+
+def _noisy(spec: TenantSpec, day: dt.date, mean: np.ndarray) -> np.ndarray:
+    """Return `mean` times a gamma noise of the day's level (its own stream: no level, no draw)."""
+    noise = spec.noise_on(day)
+    if noise <= 0:
+        return mean
+    shape = 1.0 / noise**2
+    rng = np.random.default_rng([spec.seed, day.toordinal(), 1])
+    return mean * rng.gamma(shape, 1.0 / shape, len(mean))
+
+
+def _outages(
+    spec: TenantSpec, day: dt.date, params: _SeriesParams, stock: np.ndarray
+) -> np.ndarray:
+    """Return `stock` with nothing on hand for the series an outage covers on `day`."""
+    for outage in spec.stockouts:
+        if outage.applies(day):
+            hit = np.isin(params.items, outage.items)
+            if outage.stores:
+                hit &= np.isin(params.stores, outage.stores)
+            stock = np.where(hit, 0, stock)
+    return stock
+
+
+def _open_series(
+    spec: TenantSpec, day: dt.date, params: _SeriesParams, frame: pd.DataFrame
+) -> pd.DataFrame:
+    """Return `frame` without the rows of stores or items that are not open on `day`."""
+    if not spec.lifespans:
+        return frame
+    keep = np.ones(len(frame), dtype=bool)
+    for life in spec.lifespans:
+        if not life.open_on(day):
+            index = params.stores if life.what == "store" else params.items
+            keep &= index != life.index
+    return frame[keep].reset_index(drop=True)
 
 
 def simulated_sales(spec: TenantSpec, days: list[dt.date]) -> pd.DataFrame:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
+from typing import Literal
 
 DEFAULT_START = dt.date(2026, 1, 1)
 DEFAULT_HISTORY_DAYS = 120
@@ -24,17 +25,69 @@ NORMAL_PROMO_LIFT = 1.15
 
 @dataclass(frozen=True)
 class Regime:
-    """A change to a tenant's demand and prices from `first` to `last` (None: for good)."""
+    """A change to a tenant's demand and prices from `first` to `last` (None: for good).
+
+    The fields after `promo_lift` default to "no change", so a regime written before them
+    simulates the same days: `ramp_days` turns a step into a trend shift (the demand factor
+    grows linearly from 1 on `first` to `demand_factor` `ramp_days` days later, then holds),
+    `promo_probability` changes how often an item is promoted, `noise` the day-to-day noise.
+    """
 
     first: dt.date
     last: dt.date | None
     demand_factor: float
     price_factor: float = 1.0
     promo_lift: float | None = None  # a promotion's lift inside the regime (normally 1.15)
+    ramp_days: int = 0
+    promo_probability: float | None = None
+    noise: float | None = None
 
     def applies(self, day: dt.date) -> bool:
         """Return True when `day` falls inside the regime."""
         return self.first <= day and (self.last is None or day <= self.last)
+
+    def demand_on(self, day: dt.date) -> float:
+        """Return the demand factor of `day` inside the regime: the ramp's share of it, if any."""
+        if self.ramp_days <= 0:
+            return self.demand_factor
+        share = min(1.0, ((day - self.first).days + 1) / self.ramp_days)
+        return 1.0 + (self.demand_factor - 1.0) * share
+
+
+@dataclass(frozen=True)
+class Lifespan:
+    """When one store's or one item's series exist: no row before `opens` or from `closes` on.
+
+    `index` counts from 0 (store S001 and item I0001 are index 0); None leaves that end open.
+    """
+
+    what: Literal["store", "item"]
+    index: int
+    opens: dt.date | None = None
+    closes: dt.date | None = None
+
+    def open_on(self, day: dt.date) -> bool:
+        """Return True when the store or item sells on `day`."""
+        return (self.opens is None or self.opens <= day) and (
+            self.closes is None or day < self.closes
+        )
+
+
+@dataclass(frozen=True)
+class StockOut:
+    """Items with no stock from `first` to `last`: they sell nothing (a supplier's outage).
+
+    `items` and `stores` count from 0; no stores means every store.
+    """
+
+    first: dt.date
+    last: dt.date
+    items: tuple[int, ...]
+    stores: tuple[int, ...] = ()
+
+    def applies(self, day: dt.date) -> bool:
+        """Return True when `day` falls inside the outage."""
+        return self.first <= day <= self.last
 
 
 @dataclass(frozen=True)
@@ -52,15 +105,34 @@ class TenantSpec:
     promo_probability: float = 0.06
     stockout_probability: float = 0.03
     regimes: tuple[Regime, ...] = ()
+    noise: float = 0.0  # extra day-to-day noise: a gamma multiplier's coefficient of variation
+    lifespans: tuple[Lifespan, ...] = ()
+    stockouts: tuple[StockOut, ...] = ()
 
     def factors(self, day: dt.date) -> tuple[float, float, float]:
         """Return the (demand, price, promotion lift) of `day`, regimes applied."""
         demand, price, lift = 1.0, 1.0, NORMAL_PROMO_LIFT
         for regime in self.regimes:
             if regime.applies(day):
-                demand, price = demand * regime.demand_factor, price * regime.price_factor
+                demand, price = demand * regime.demand_on(day), price * regime.price_factor
                 lift = regime.promo_lift or lift
         return demand, price, lift
+
+    def promo_probability_on(self, day: dt.date) -> float:
+        """Return how often an item is promoted on `day` (the newest regime that sets it wins)."""
+        probability = self.promo_probability
+        for regime in self.regimes:
+            if regime.applies(day) and regime.promo_probability is not None:
+                probability = regime.promo_probability
+        return probability
+
+    def noise_on(self, day: dt.date) -> float:
+        """Return the noise level of `day` (the newest regime that sets it wins)."""
+        noise = self.noise
+        for regime in self.regimes:
+            if regime.applies(day) and regime.noise is not None:
+                noise = regime.noise
+        return noise
 
 
 def _day(offset: int) -> dt.date:

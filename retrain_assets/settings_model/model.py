@@ -540,6 +540,14 @@ class RetrainSettings(BaseSettings):
     demo_day_seconds: float = Field(
         20.0, ge=0, description="seconds between the demo clock's days; `0`: no clock"
     )
+    demo_scenario_seed: int | None = Field(
+        None,
+        ge=0,
+        description="the live demo's tenants and their events drawn from this seed "
+        "(`demo/scenarios.py`) instead of the three demo tenants; set it before the first `up` "
+        "or `simulate` lands them",
+        json_schema_extra={"unset": "the three demo tenants of `demo/tenants.py`"},
+    )
 
     @model_validator(mode="before")
     @classmethod
