@@ -6,7 +6,9 @@ statsforecast use). For a level of 80 the interval's half-width is the ceil((n +
 smallest of the n scores, so on exchangeable rows at least 80 % of actuals fall within it. The
 bounds are the forecast minus and plus that width, the lower one clipped at 0 (demand is never
 negative). The widths travel with the model: in the artifact's metrics (`interval_*`), in the
-registered MLflow model's metadata, and the gate checks their coverage on the holdout. Why not
+registered MLflow model's metadata, and the gate checks their coverage on the holdout. A first
+model whose widths fall short there is served with widths the gate widened on that holdout
+(`models/interval_widening.py`); `calibration` says which widths a table holds. Why not
 mlforecast itself or quantile objectives: docs/decisions.md, issue 26 part 4.
 """
 
@@ -23,6 +25,8 @@ from retrain_assets.settings_model import FIELDS, current_settings
 METHOD = "split conformal: absolute errors of rolling-origin refits"
 METADATA_KEY = "prediction_intervals"  # the registered MLflow model's metadata entry
 _PREFIX = "interval_"  # the artifact's metrics: interval_halfwidth_80, interval_windows, ...
+TRAINER_BACKTESTS = "trainer backtests"  # the widths as the trainer computed them
+UNCALIBRATED = "uncalibrated"  # a label's prefix: widths that fell short and could not be widened
 
 
 def level_name(level: float) -> str:
@@ -89,6 +93,9 @@ class IntervalTable:
     halfwidths: Mapping[str, float]  # level name ("80") -> half-width in units
     windows: int
     scores: int  # how many rolling-origin errors the widths rest on
+    # which widths these are, in words: TRAINER_BACKTESTS, widened on the gate's holdout, or
+    # UNCALIBRATED (the service answers it next to the bounds)
+    calibration: str = TRAINER_BACKTESTS
 
     @classmethod
     def from_scores(
@@ -134,11 +141,14 @@ class IntervalTable:
             "halfwidths": dict(self.halfwidths),
             "windows": self.windows,
             "scores": self.scores,
+            "calibration": self.calibration,
         }
 
     @classmethod
     def from_metadata(cls, metadata: Mapping[str, object] | None) -> IntervalTable | None:
         """Return the table of a registered model's metadata, None when it has none.
+
+        An entry logged before `calibration` existed holds the trainer's widths.
 
         Raises:
             ValueError: the entry is there but malformed (a corrupt artifact, said so).
@@ -148,10 +158,14 @@ class IntervalTable:
             return None
         try:
             widths = entry["halfwidths"]  # type: ignore[index]
+            calibration = entry.get("calibration", TRAINER_BACKTESTS)  # type: ignore[attr-defined]
+            if not isinstance(calibration, str) or not calibration:
+                raise ValueError(f"calibration is {calibration!r}, not a label")
             table = cls(
                 {str(k): float(v) for k, v in widths.items()},
                 int(entry["windows"]),  # type: ignore[index]
                 int(entry["scores"]),  # type: ignore[index]
+                calibration,
             )
         except (KeyError, TypeError, ValueError, AttributeError) as error:
             raise ValueError(

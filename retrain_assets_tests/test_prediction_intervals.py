@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from retrain_assets.prediction_intervals import (
+    TRAINER_BACKTESTS,
     IntervalRules,
     IntervalTable,
     bounds,
@@ -75,6 +76,18 @@ def test_a_table_survives_metrics_and_metadata_and_a_corrupt_one_is_refused() ->
         IntervalTable.from_metadata(
             {"prediction_intervals": {"halfwidths": {"80": -1}, "windows": 2, "scores": 9}}
         )
+
+
+def test_a_table_says_its_calibration_and_an_older_entry_holds_the_trainers_widths() -> None:
+    widened = IntervalTable({"80": 4.1}, 2, 300, "widened on the gate's holdout: ...")
+    entry = widened.as_metadata()
+    assert entry["calibration"] == "widened on the gate's holdout: ..."
+    assert IntervalTable.from_metadata({"prediction_intervals": entry}) == widened
+    older = {k: v for k, v in entry.items() if k != "calibration"}  # logged before the field
+    read = IntervalTable.from_metadata({"prediction_intervals": older})
+    assert read is not None and read.calibration == TRAINER_BACKTESTS == "trainer backtests"
+    with pytest.raises(ValueError, match="calibration is 7, not a label"):
+        IntervalTable.from_metadata({"prediction_intervals": {**entry, "calibration": 7}})
 
 
 def test_bounds_clip_at_zero_and_coverage_counts_the_edges() -> None:

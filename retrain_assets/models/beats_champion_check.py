@@ -12,8 +12,10 @@ The rule that decides is RETRAIN_GATE_RULE (`gate.py`'s `judge_gate`): `margin` 
 or `evidence` (`gate_evidence.py`: windows, a paired bootstrap interval, a store guard). The
 check's metadata shows both, and `rule` names the one that decided. The candidate's prediction
 intervals are judged on the same holdout (`gate_coverage.py`): each level's coverage is shown,
-and an interval covering far less than its level fails a candidate that would have passed
-(`rule`: coverage).
+and an interval covering far less than its level fails a challenger that would have passed
+(`rule`: coverage). A first model (reference: seasonal naive) that wins is not refused for its
+intervals: they are widened on the holdout, written into its MLflow model's metadata (which the
+registered version and the service read), and `interval_calibration` says so.
 """
 
 import math
@@ -28,14 +30,14 @@ from retrain_assets.features.parquet_store import PartitionStorage
 from retrain_assets.features.training_export import LABEL, read_export_part, read_holdout
 from retrain_assets.models.candidates import CandidateTable
 from retrain_assets.models.gate import GateMetadata, booster_predictor, gate_rule, judge_gate
-from retrain_assets.models.gate_coverage import judge_coverage, with_coverage
+from retrain_assets.models.gate_coverage import judge_intervals
 from retrain_assets.models.gate_evidence import GateRules
 from retrain_assets.models.gate_results import GateResult, record_gate_result
 from retrain_assets.models.handoff_errors import doing, snapshot_window
 from retrain_assets.models.lineage import latest_run_key
 from retrain_assets.models.model_candidate_asset import model_candidate
 from retrain_assets.models.reference import choose_reference
-from retrain_assets.prediction_intervals import IntervalTable, coverage_tolerance
+from retrain_assets.prediction_intervals import METADATA_KEY, IntervalTable, coverage_tolerance
 from retrain_assets.registry.mlflow_registry import CHALLENGER, MlflowRegistry, model_name
 from retrain_assets.registry.resource import MlflowRegistryResource
 from retrain_assets.settings import gate_margin
@@ -63,7 +65,9 @@ class GateSettings(dg.ConfigurableResource):
     partitions_def=CUSTOMERS,
     description=(
         "The candidate's WAPE on its fresh holdout beats the champion (else the challenger, "
-        "else seasonal naive) re-scored now on the same rows, by the margin."
+        "else seasonal naive) re-scored now on the same rows, by the margin. Its prediction "
+        "intervals must cover the holdout near their level; a first model's short ones are "
+        "widened on the holdout instead (interval_calibration says which it carries)."
     ),
 )
 def beats_champion(
@@ -107,17 +111,25 @@ def beats_champion(
             evidence_rules,
             gate_rule(),
         )
+    trainer = IntervalTable.from_metrics(candidate.metrics)
     with doing(
         "judging the candidate's prediction intervals on the holdout", customer, key, window
     ):
-        covered = judge_coverage(
+        gated = judge_intervals(
+            outcome,
             holdout[LABEL].to_numpy(dtype=float),
             booster_predictor(booster)(holdout),
-            IntervalTable.from_metrics(candidate.metrics),
+            trainer,
             coverage_tolerance(),
+            first_model=chosen.model is None,
         )
-    outcome = with_coverage(outcome, covered)
+    outcome = gated.outcome
     verdict, shown = outcome.verdict, outcome.metadata
+    if verdict.passed and gated.served is not None and gated.served != trainer:
+        with doing("writing the widened prediction intervals to MLflow", customer, key, window):
+            registry.set_model_metadata(
+                registry.candidate_run(customer, key), METADATA_KEY, gated.served.as_metadata()
+            )
     reason = verdict.reason
     if not verdict.passed:
         reason += _withdraw_challenger(context, registry, customer, key, verdict.reason)
@@ -150,10 +162,13 @@ def beats_champion(
     )
     _log_to_mlflow(registry, customer, key, verdict.passed, shown)
     context.log.info(f"{customer} candidate {key}: {reason}")
+    return check_result(key, verdict.passed, reason, shown)
+
+
+def check_result(key: str, passed: bool, reason: str, shown: GateMetadata) -> dg.AssetCheckResult:
+    """Return what the Checks tab shows: the verdict, its reason in words, every number."""
     return dg.AssetCheckResult(
-        passed=verdict.passed,
-        description=reason,
-        metadata={"run_key": key, **shown},
+        passed=passed, description=reason, metadata={"run_key": key, **shown}
     )
 
 
@@ -184,7 +199,11 @@ def _log_to_mlflow(
     registry: MlflowRegistry, customer: str, key: str, passed: bool, shown: GateMetadata
 ) -> None:
     """Put the verdict on the candidate's MLflow run too, for whoever browses MLflow."""
-    names = ["candidate_wape", "reference_wape", *(n for n in shown if n.startswith("coverage_"))]
+    names = [
+        "candidate_wape",
+        "reference_wape",
+        *(n for n in shown if n.startswith(("coverage_", "served_halfwidth_"))),
+    ]
     scores = {f"gate_{name}": shown[name] for name in names}
     metrics = {
         "gate_passed": 1.0 if passed else 0.0,

@@ -4,9 +4,12 @@ The trainer's widths promise that about 80 % of actuals fall within the 80 % int
 holdout is rows the candidate never saw, so the gate counts how many do: an interval that
 covers far less than its level (more than RETRAIN_INTERVAL_COVERAGE_TOLERANCE below it; 0.15
 by default, so an 80 % interval covering 50 % fails) would make every served bound a
-confident lie, and the candidate fails with that reason even if its WAPE wins. A candidate
-without intervals (RETRAIN_INTERVAL_LEVELS=none, or a training window too short for two
-rolling origins) is not judged on them, and the metadata says so.
+confident lie. A challenger (the registry has a model to compare it with, which keeps serving)
+fails with that reason even if its WAPE wins. A first model (its reference is the seasonal
+naive forecast: nothing would be served without it) that beats the naive is not refused for
+its widths: they are widened on the holdout (`interval_widening.py`) and it is served with
+those, labelled. A candidate without intervals (RETRAIN_INTERVAL_LEVELS=none, or a training
+window too short for two rolling origins) is not judged on them, and the metadata says so.
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from retrain_assets.models.gate import GateMetadata, GateOutcome
+from retrain_assets.models.gate import SEASONAL_NAIVE, GateMetadata, GateOutcome
+from retrain_assets.models.interval_widening import widen_on_holdout
 from retrain_assets.prediction_intervals import IntervalTable, bounds, coverage
 
 
@@ -84,3 +88,58 @@ def with_coverage(outcome: GateOutcome, judged: CoverageVerdict) -> GateOutcome:
     }
     verdict = dataclasses.replace(outcome.verdict, passed=False, reason=judged.reason)
     return GateOutcome(verdict, shown)
+
+
+@dataclass(frozen=True)
+class GatedIntervals:
+    """The gate's outcome with its coverage, and the intervals the model is served with."""
+
+    outcome: GateOutcome
+    served: IntervalTable | None  # the trainer's, or widened on the holdout (None: none)
+
+
+def judge_intervals(
+    outcome: GateOutcome,
+    actual: np.ndarray,
+    forecast: np.ndarray,
+    intervals: IntervalTable | None,
+    tolerance: float,
+    first_model: bool,
+) -> GatedIntervals:
+    """Judge the intervals' coverage; a first model that passed keeps its pass, widened.
+
+    `first_model`: the candidate's reference is the seasonal naive forecast (no registered
+    model stands behind the customer). Any other candidate is judged by `with_coverage`.
+    """
+    judged = judge_coverage(actual, forecast, intervals, tolerance)
+    if intervals is None or judged.passed or not first_model or not outcome.verdict.passed:
+        shown = with_coverage(outcome, judged)
+        if intervals is None:
+            return GatedIntervals(shown, None)
+        labelled = {**shown.metadata, "interval_calibration": intervals.calibration}
+        return GatedIntervals(GateOutcome(shown.verdict, labelled), intervals)
+    widened = widen_on_holdout(actual, forecast, intervals)
+    return GatedIntervals(served_widened(outcome, judged, widened), widened)
+
+
+def served_widened(
+    outcome: GateOutcome, judged: CoverageVerdict, widened: IntervalTable
+) -> GateOutcome:
+    """Return a first model's pass with its short coverage shown and the widened widths said."""
+    said = (
+        f"{judged.reason}; not a reason to serve nothing: a first model that beats the "
+        f"{SEASONAL_NAIVE} is served with intervals {widened.calibration}"
+    )
+    reason = (
+        f"{outcome.verdict.reason}; its prediction intervals fell short of their level on the "
+        f"holdout and are served {widened.calibration}"
+    )
+    shown: GateMetadata = {
+        **outcome.metadata,
+        **judged.metadata,
+        "interval_coverage": said,
+        "interval_calibration": widened.calibration,
+        **{f"served_halfwidth_{name}": round(w, 4) for name, w in widened.halfwidths.items()},
+        "reason": reason,
+    }
+    return GateOutcome(dataclasses.replace(outcome.verdict, reason=reason), shown)

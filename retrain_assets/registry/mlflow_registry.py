@@ -43,6 +43,7 @@ RUN_KEY_TAG = "run_key"
 CUSTOMER_TAG = "customer"
 LOGGED_MODEL_NAME = "model"
 PLOT_FOLDER = "plots"
+MLMODEL_FILE = "MLmodel"  # the logged model's description; its `metadata` holds the intervals
 CHALLENGER = "challenger"
 CHAMPION = "champion"
 CANARY = "canary"
@@ -286,6 +287,37 @@ class MlflowRegistry:
                 run_id=run_id,
             )
         return model_id
+
+    def set_model_metadata(self, run_id: str, key: str, value: object) -> bool:
+        """Set one entry of the metadata in the run's logged model's MLmodel file.
+
+        The gate widens a first model's prediction intervals after `log_candidate` logged the
+        trainer's; the service reads them from this file, so the entry is rewritten there,
+        before the model is registered. Returns False when the entry already held `value`
+        (nothing is written: a retried gate changes nothing).
+
+        Raises:
+            ValueError: the run has no logged model (call `log_candidate` first).
+        """
+        model_id = self.logged_model_id(run_id)
+        if model_id is None:
+            raise ValueError(f"run {run_id} has no logged model: log_candidate first")
+        import mlflow.artifacts
+        from mlflow.models import Model
+
+        location = self.client.get_logged_model(model_id).artifact_location
+        with process_tracking_uri(self.tracking_uri), tempfile.TemporaryDirectory() as folder:
+            local = mlflow.artifacts.download_artifacts(
+                artifact_uri=f"{location.rstrip('/')}/{MLMODEL_FILE}", dst_path=folder
+            )
+            model = Model.load(local)
+            metadata = dict(model.metadata or {})
+            if metadata.get(key) == value:
+                return False
+            model.metadata = {**metadata, key: value}
+            model.save(local)
+            self.client.log_model_artifact(model_id, local)
+        return True
 
     # -- registry -----------------------------------------------------------------------------
 

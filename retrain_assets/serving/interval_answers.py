@@ -3,14 +3,16 @@
 The service answers the levels of RETRAIN_INTERVAL_LEVELS. A model carries the widths its
 trainer computed (`prediction_intervals.IntervalTable`, from its MLflow metadata); a model
 logged before intervals existed, or trained with other levels, still serves its forecasts: the
-missing bounds are null and `interval_note` says why, never a made-up width.
+missing bounds are null and `interval_note` says why, never a made-up width. Each row also says
+which widths its bounds carry (`interval_calibration`: the trainer's backtests, widened on the
+gate's holdout for a first model whose trainer's widths fell short there, or uncalibrated).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -24,6 +26,7 @@ class Bounds:
     lower: dict[str, np.ndarray]
     upper: dict[str, np.ndarray]
     note: str | None  # why some or all levels are missing (None: every level is there)
+    calibration: str | None = None  # the model's IntervalTable.calibration (None: no intervals)
 
 
 def model_bounds(
@@ -55,17 +58,21 @@ def model_bounds(
             f"model version {version} of {customer} has no {', '.join(missing)} % interval "
             f"(it carries {', '.join(intervals.halfwidths) if intervals else 'none'})"
         )
-    return Bounds(lower, upper, note)
+    return Bounds(lower, upper, note, intervals.calibration if intervals is not None else None)
 
 
 @dataclass(frozen=True)
 class RowIntervals:
-    """Every row's bounds per level (NaN: none) and per row its note (None: nothing missing)."""
+    """Every row's bounds per level (NaN: none), its note and its model's calibration.
+
+    A note is None when nothing is missing; a calibration None when the row has no bounds.
+    """
 
     levels: tuple[str, ...]
     lower: dict[str, np.ndarray]
     upper: dict[str, np.ndarray]
     notes: list[str | None]
+    calibrations: list[str | None] = field(default_factory=list)
 
     @classmethod
     def empty(cls, rows: int, levels: Sequence[str]) -> RowIntervals:
@@ -74,6 +81,7 @@ class RowIntervals:
             tuple(levels),
             {name: np.full(rows, np.nan) for name in levels},
             {name: np.full(rows, np.nan) for name in levels},
+            [None] * rows,
             [None] * rows,
         )
 
@@ -84,14 +92,16 @@ class RowIntervals:
             self.upper[name][rows] = given.upper[name]
         for at in rows.tolist():
             self.notes[at] = given.note
+            self.calibrations[at] = given.calibration
 
     def place(self, rows: np.ndarray, part: RowIntervals) -> None:
         """Fill the rows at positions `rows` from an answer for just those rows."""
         for name in self.levels:
             self.lower[name][rows] = part.lower[name]
             self.upper[name][rows] = part.upper[name]
-        for at, note in zip(rows.tolist(), part.notes, strict=True):
+        for at, note, calibration in zip(rows.tolist(), part.notes, part.calibrations, strict=True):
             self.notes[at] = note
+            self.calibrations[at] = calibration
 
 
 def log_texts(given: Bounds | None, rows: int) -> list[str | None]:

@@ -231,6 +231,7 @@ def _subset(given: Bounds, rows: np.ndarray) -> Bounds:
         {name: values[rows] for name, values in given.lower.items()},
         {name: values[rows] for name, values in given.upper.items()},
         given.note,
+        given.calibration,
     )
 
 

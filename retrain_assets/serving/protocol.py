@@ -8,8 +8,10 @@ the champion's and the canary's joined by "+" when a canary took some of them.
 
 Prediction intervals: for every level the service serves (RETRAIN_INTERVAL_LEVELS, e.g. 80
 and 95), each JSON row has `lower_80` and `upper_80`, and v2 has FP64 outputs of those names;
-`interval_note` says why a row's bounds are null (its model carries none, or not that level).
-A bound is null (NaN in a binary tensor) wherever the prediction is.
+`interval_note` says why a row's bounds are null (its model carries none, or not that level),
+and `interval_calibration` which widths its bounds carry ("trainer backtests", "widened on the
+gate's holdout: ...", "uncalibrated: ..."; null/empty without bounds). A bound is null (NaN in
+a binary tensor) wherever the prediction is.
 """
 
 from __future__ import annotations
@@ -36,14 +38,18 @@ V2_OUTPUTS = (
     ("on_promo_used", "FP64"),
 )
 INTERVAL_NOTE = "interval_note"
+INTERVAL_CALIBRATION = "interval_calibration"
 
 
 def interval_outputs(levels: Sequence[str]) -> list[tuple[str, str]]:
-    """Return the outputs of the served levels: lower_80, upper_80, ..., then interval_note."""
+    """Return the served levels' outputs: lower_80, upper_80, ..., the note, the calibration.
+
+    `interval_calibration` comes last: a client reading outputs by position keeps its own.
+    """
     if not levels:
         return []
     bounds = [(f"{side}_{name}", "FP64") for name in levels for side in ("lower", "upper")]
-    return [*bounds, (INTERVAL_NOTE, "BYTES")]
+    return [*bounds, (INTERVAL_NOTE, "BYTES"), (INTERVAL_CALIBRATION, "BYTES")]
 
 
 def v2_outputs(levels: Sequence[str]) -> list[tuple[str, str]]:
@@ -64,6 +70,7 @@ def _interval_columns(forecast: Forecast) -> dict[str, list[Any]]:
         columns[f"lower_{name}"] = _or_none(rows.lower[name].tolist())
         columns[f"upper_{name}"] = _or_none(rows.upper[name].tolist())
     columns[INTERVAL_NOTE] = list(rows.notes)
+    columns[INTERVAL_CALIBRATION] = list(rows.calibrations)
     return columns
 
 
@@ -182,8 +189,9 @@ def infer_response(
         "on_promo_used": _or_none(forecast.covariate("on_promo")),
         **_interval_columns(forecast),
     }
-    if INTERVAL_NOTE in data:  # BYTES: every element is a string
-        data[INTERVAL_NOTE] = [note or "" for note in data[INTERVAL_NOTE]]
+    for text in (INTERVAL_NOTE, INTERVAL_CALIBRATION):  # BYTES: every element is a string
+        if text in data:
+            data[text] = [said or "" for said in data[text]]
     rows = len(forecast.keys)
     outputs = [
         {"name": name, "datatype": datatype, "shape": [rows], "data": data[name]}

@@ -3,6 +3,7 @@ import os
 import mlflow
 import pytest
 
+from retrain_assets.prediction_intervals import METADATA_KEY, IntervalTable
 from retrain_assets.registry import MlflowRegistry, MlflowRegistryResource, audit_registry
 from retrain_assets.registry.mlflow_registry import experiment_name, model_name
 from retrain_assets_tests.registry.logged_runs import METRICS, PNG, customer, logged_run, run_key
@@ -137,3 +138,29 @@ def test_resource_reads_the_tracking_uri_when_called(monkeypatch):
     assert resource.registry().tracking_uri == "http://127.0.0.1:15001"
     configured = MlflowRegistryResource(tracking_uri="http://elsewhere:5000")
     assert configured.registry().tracking_uri == "http://elsewhere:5000"
+
+
+@pytest.mark.system
+def test_the_gate_rewrites_the_logged_models_intervals_and_the_registered_version_serves_them(
+    mlflow_uri, model_file, example_frame
+):
+    registry, name, key = MlflowRegistry(mlflow_uri), customer(), run_key()
+    run_id = registry.candidate_run(name, key)
+    with pytest.raises(ValueError, match="has no logged model"):
+        registry.set_model_metadata(run_id, METADATA_KEY, {})
+    trainer = IntervalTable({"80": 2.7, "95": 7.8}, windows=2, scores=300)
+    registry.log_candidate(
+        run_id,
+        model_file,
+        METRICS,
+        example_frame.head(5),
+        model_metadata={METADATA_KEY: trainer.as_metadata(), "other": "kept"},
+    )
+    widened = IntervalTable({"80": 4.1, "95": 7.8}, 2, 300, "widened on the gate's holdout: x")
+    assert registry.set_model_metadata(run_id, METADATA_KEY, widened.as_metadata())
+    assert not registry.set_model_metadata(run_id, METADATA_KEY, widened.as_metadata())
+    version = registry.register(name, key, run_id)
+    booster, metadata = registry.load_version_with_metadata(name, version)
+    assert IntervalTable.from_metadata(metadata) == widened
+    assert metadata["other"] == "kept"
+    assert booster.num_trees() > 0  # the model itself was left alone

@@ -27,10 +27,15 @@ from retrain_assets_tests.serving.serving_process import SERVE
 from retrain_assets_tests.serving.test_predictor import AT, BOOSTERS, FakeLog, route
 from retrain_assets_tests.support.processes import free_port
 
+WIDENED = (
+    "widened on the gate's holdout: covered 63.7 % at 80 %, 95.6 % at 95 % of 135 holdout "
+    "actuals; half-widths now 7.5 at 80 % (was 4), 9 at 95 % (kept)"
+)
 WIDTHS = {
     "1": IntervalTable({"80": 4.0, "95": 9.0}, windows=2, scores=300),  # both levels
     "2": None,  # logged before intervals existed
     "3": IntervalTable({"80": 6.0}, windows=2, scores=300),  # trained with 80 only
+    "4": IntervalTable({"80": 7.5, "95": 9.0}, 2, 300, WIDENED),  # a first model, widened
 }
 
 
@@ -41,7 +46,7 @@ def predictor(*routes, log=None, levels=(80.0, 95.0)) -> Predictor:
     table.loaded = True
 
     def models(customer: str, version: str) -> Forecaster:
-        booster = BOOSTERS["2" if version == "3" else version]
+        booster = BOOSTERS[{"3": "2", "4": "1"}.get(version, version)]
         return Forecaster.of(customer, version, booster, WIDTHS[version])
 
     return Predictor(table, models, log or FakeLog(), clock=lambda: AT, levels=levels)
@@ -68,19 +73,23 @@ def test_each_row_carries_its_bounds_at_every_served_level_on_both_routes():
         assert row["upper_95"] == pytest.approx(value + 9.0)
         assert row["interval_note"] is None
     outputs = {o["name"]: o for o in infer_response(forecast, "r", None)["outputs"]}
-    assert [o["name"] for o in outputs.values()][-5:] == [
+    assert [o["name"] for o in outputs.values()][-6:] == [
         "lower_80",
         "upper_80",
         "lower_95",
         "upper_95",
         "interval_note",
+        "interval_calibration",
     ]
     assert outputs["upper_95"]["datatype"] == "FP64"
     assert outputs["upper_95"]["data"] == pytest.approx((expected + 9.0).tolist())
     assert outputs["interval_note"]["data"] == [""] * 30
+    assert outputs["interval_calibration"]["datatype"] == "BYTES"
+    assert outputs["interval_calibration"]["data"] == ["trainer backtests"] * 30
+    assert {row["interval_calibration"] for row in answered} == {"trainer backtests"}
     check_outputs(["lower_95", "interval_note"], forecast.interval_rows().levels)
     names = [o["name"] for o in model_metadata(route(), ("80",))["outputs"]]
-    assert names[-3:] == ["lower_80", "upper_80", "interval_note"]
+    assert names[-4:] == ["lower_80", "upper_80", "interval_note", "interval_calibration"]
 
 
 def test_an_old_canary_answers_its_rows_without_bounds_and_says_so():
@@ -113,6 +122,27 @@ def test_a_model_without_a_served_level_names_it_and_a_service_without_levels_ad
     assert len(infer_response(plain, "r", None)["outputs"]) == 9
 
 
+def test_a_first_model_widened_by_the_gate_answers_its_widened_widths_and_says_so():
+    rows, frame = batch(40)
+    forecast = predictor(route(champion="4", canary="2", weight=0.5)).forecast("acme", rows)
+    expected = BOOSTERS["1"].predict(frame[MODEL_FEATURES])
+    to_canary = canary_mask("acme", rows.keys, 0.5)
+    answered = rows_response(forecast)["predictions"]
+    calibrations = infer_response(forecast, "r", None)["outputs"][-1]
+    assert calibrations["name"] == "interval_calibration"
+    for at, (row, value) in enumerate(zip(answered, expected, strict=True)):
+        if to_canary[at]:  # the old canary carries no intervals: no calibration either
+            assert row["interval_calibration"] is None and calibrations["data"][at] == ""
+            continue
+        assert row["lower_80"] == pytest.approx(max(value - 7.5, 0.0))
+        assert row["upper_80"] == pytest.approx(value + 7.5)  # the widened width, not 4.0
+        assert row["upper_95"] == pytest.approx(value + 9.0)
+        assert row["interval_note"] is None
+        assert row["interval_calibration"] == WIDENED
+        assert calibrations["data"][at] == WIDENED
+    assert to_canary.any() and not to_canary.all()
+
+
 def test_rows_without_a_prediction_have_no_bounds_and_no_note():
     rows, _ = batch(4)
     rows = dataclasses.replace(
@@ -121,8 +151,9 @@ def test_rows_without_a_prediction_have_no_bounds_and_no_note():
     forecast = predictor(route()).forecast("acme", rows)
     answered = rows_response(forecast)["predictions"]
     assert answered[1]["lower_80"] is None and answered[1]["interval_note"] is None
+    assert answered[1]["interval_calibration"] is None
     assert answered[0]["lower_80"] is not None and math.isfinite(answered[2]["upper_95"])
-    lower = infer_response(forecast, "r", None)["outputs"][-5]["data"]
+    lower = infer_response(forecast, "r", None)["outputs"][-6]["data"]
     assert lower[1] is None and np.isfinite(lower[0])
 
 
