@@ -19,7 +19,7 @@ import requests
 
 from retrain_assets.runtime.environment import repo_file
 from retrain_assets.store.server import libpq_url, with_database
-from retrain_assets_tests.support.platform_ledger import LEDGER
+from retrain_assets_tests.support.platform_ledger import LEDGER, PlatformEntry
 from retrain_assets_tests.support.processes import free_port, serving_process
 from retrain_assets_tests.support.waiting import patience, wait_for_line
 
@@ -86,6 +86,20 @@ def query_database(server_url: str, purpose: str, sql: str, args: tuple = ()) ->
         conn.close()
 
 
+def count_runs(server_url: str, entry: PlatformEntry) -> None:
+    """Count the platform's Dagster runs by job into its ledger line, once, before it stops."""
+    if entry.runs is not None or entry.runs_unknown is not None:
+        return
+    try:
+        rows = query_database(
+            server_url, "dagster", "SELECT pipeline_name, count(*) FROM runs GROUP BY 1"
+        )
+    except psycopg2.Error as error:
+        entry.uncounted(f"its database did not answer: {str(error).strip().splitlines()[0]}")
+    else:
+        entry.counted({str(job): int(count) for job, count in rows})
+
+
 @dataclass
 class RunningPlatform:
     """A `retrain-assets up` process and what a test needs to reach it."""
@@ -96,6 +110,7 @@ class RunningPlatform:
     output: Path
     server_url: str
     stopped: Callable[[], None] = lambda: None  # told when `stop` has ended `up`
+    stopping: Callable[[], None] = lambda: None  # told just before `stop` signals `up`
 
     def graphql(self, query: str, variables: dict | None = None) -> dict:
         """Query this platform's webserver."""
@@ -144,6 +159,7 @@ class RunningPlatform:
 
     def stop(self) -> int:
         """SIGTERM `up` and return its exit code."""
+        self.stopping()
         self.process.send_signal(signal.SIGTERM)
         code = self.process.wait(timeout=STOP_SECONDS)
         self.stopped()
@@ -169,6 +185,7 @@ def running_platform(
             stderr=subprocess.STDOUT,
         )
     children: list[psutil.Process] = []
+    server_url = ""
     try:
         deadline = time.monotonic() + STARTUP_SECONDS
         while "ready" not in output.read_text().splitlines():
@@ -177,10 +194,20 @@ def running_platform(
             time.sleep(0.5)
         entry.ready()
         server_url = wait_for_line(r"^\s+Postgres\s+(\S+)$", output).group(1)
-        platform = RunningPlatform(process, port, home, output, server_url, entry.stopped)
+        platform = RunningPlatform(
+            process,
+            port,
+            home,
+            output,
+            server_url,
+            entry.stopped,
+            lambda: count_runs(server_url, entry),
+        )
         children = platform.children()
         yield platform
     finally:
+        if process.poll() is None and server_url:
+            count_runs(server_url, entry)
         if process.poll() is None:
             process.send_signal(signal.SIGTERM)
             try:

@@ -2,7 +2,9 @@
 
 The number of whole platforms is what sets the suite's time (docs/tests.md), so `make test`
 prints it at its end, every run: a new platform shows up as a new line, not as a slower CI
-nobody can explain. A printed figure, never an assertion on time.
+nobody can explain. A printed figure, never an assertion on time. Each platform's Dagster runs
+are counted by job as it stops: each run is a process of its own, the largest share of the
+suite's CPU, so a scenario that starts more of them is seen too.
 
 Each pytest-xdist worker keeps its own ledger; the worker hands it to the controller in its
 `workeroutput` when it finishes, and the controller prints them all.
@@ -29,6 +31,16 @@ class PlatformEntry:
     wall_seconds: float | None = None
     worker: str = field(default_factory=lambda: os.environ.get("PYTEST_XDIST_WORKER", "main"))
     since: float = field(default_factory=time.monotonic, repr=False)
+    runs: dict[str, int] | None = None  # Dagster runs by job, counted as it stopped
+    runs_unknown: str | None = None  # why they could not be counted
+
+    def counted(self, runs: dict[str, int]) -> None:
+        """The platform's Dagster runs, by job, read just before it stops."""
+        self.runs = dict(runs)
+
+    def uncounted(self, why: str) -> None:
+        """The runs could not be read (its database was already gone, say): the line says why."""
+        self.runs_unknown = why
 
     def ready(self) -> None:
         """`up` said ready now."""
@@ -78,7 +90,19 @@ def summary_lines(entries: list[PlatformEntry]) -> list[str]:
             f"  {_seconds(entry.wall_seconds):>7} alive, ready after "
             f"{_seconds(entry.ready_seconds):>5}  [{entry.worker}] {entry.started_by}"
         )
+        lines.append(f"{'':>11}{_runs(entry)}")
+    if entries:
+        total = sum(sum(entry.runs.values()) for entry in entries if entry.runs is not None)
+        lines.append(f"Dagster runs in those platforms: {total}")
     return lines
+
+
+def _runs(entry: PlatformEntry) -> str:
+    if entry.runs is None:
+        return f"runs not counted: {entry.runs_unknown or 'the platform ended before'}"
+    by_job = sorted(entry.runs.items(), key=lambda item: (-item[1], item[0]))
+    jobs = ", ".join(f"{job} {count}" for job, count in by_job)
+    return f"{sum(entry.runs.values())} runs" + (f": {jobs}" if jobs else "")
 
 
 def print_summary(reporter: pytest.TerminalReporter, entries: list[PlatformEntry]) -> None:
