@@ -23,6 +23,7 @@ across scenarios.
 
     .venv/bin/python benchmarks/bench_horizons.py --seeds held-out
     .venv/bin/python benchmarks/bench_horizons.py --seeds tuning
+    .venv/bin/python benchmarks/bench_horizons.py --feature-cost 100000
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ try:
         anchored,
         anchored_rolling,
         as_served,
+        feature_cost,
         fit_booster,
         full_information,
         mlforecast_pipeline,
@@ -59,6 +61,7 @@ except ImportError:  # run as a module from the repository root
         anchored,
         anchored_rolling,
         as_served,
+        feature_cost,
         fit_booster,
         full_information,
         mlforecast_pipeline,
@@ -297,6 +300,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--seeds", choices=["tuning", "held-out"], default="held-out")
     parser.add_argument("--origins", type=int, default=4, help="judged weekly origins (4)")
+    parser.add_argument(
+        "--feature-cost", type=int, metavar="SERIES", help="only time one feature day"
+    )
     parser.add_argument("--seed-list", type=int, nargs="*", help="other seeds (development)")
     parser.add_argument(
         "--windows",
@@ -305,6 +311,10 @@ def main(argv: list[str] | None = None) -> int:
         help="calibration windows, ours and mlforecast's (held-out default: CHOSEN_WINDOWS)",
     )
     args = parser.parse_args(argv)
+    if args.feature_cost:
+        costs = feature_cost(args.feature_cost)
+        print(", ".join(f"{name} {s:.2f} s" for name, s in costs.items()))
+        return 0
     started = time.perf_counter()
     seeds = TUNING_SEEDS if args.seeds == "tuning" else HELD_OUT_SEEDS
     seeds = tuple(args.seed_list) if args.seed_list else seeds

@@ -218,3 +218,55 @@ def mlforecast_pipeline(
         frame[f"lower_{level}"] = answer[f"lgbm-lo-{level}"].to_numpy(dtype=float)
         frame[f"upper_{level}"] = answer[f"lgbm-hi-{level}"].to_numpy(dtype=float)
     return frame
+
+
+def feature_cost(series: int, seed: int = 0) -> dict[str, float]:
+    """Seconds to compute one day's lag and anchored rolling features for `series` series.
+
+    The platform's `store_day_features` (on the days that day looks back at) against
+    mlforecast's `preprocess` of the same rows (its features for every row; the day's kept).
+    """
+    import time
+
+    from mlforecast import MLForecast
+    from mlforecast.lag_transforms import RollingMean
+    from sklearn.linear_model import LinearRegression
+
+    lookback = max(*LAGS, ANCHOR + max(WINDOWS) - 1)
+    days = pd.date_range("2026-01-01", periods=lookback + 1, freq="D")
+    rng = np.random.default_rng(seed)
+    ids = np.arange(series)
+    sales = pd.DataFrame(
+        {
+            "customer": "c",
+            "store_id": np.tile((ids // 100).astype(str), len(days)),
+            "item_id": np.tile((ids % 100).astype(str), len(days)),
+            "date": np.repeat(days, series),
+            "units_sold": rng.poisson(5.0, series * len(days)).astype(float),
+            "price": 2.0,
+            "on_promo": False,
+            "stock_on_hand": 10.0,
+        }
+    )
+    started = time.perf_counter()
+    store_day_features(sales, [days[-1].date()], {"c": None})
+    ours = time.perf_counter() - started
+    frame = pd.DataFrame(
+        {
+            "unique_id": sales["store_id"] + "|" + sales["item_id"],
+            "ds": sales["date"],
+            "y": sales["units_sold"],
+        }
+    )
+    forecaster = MLForecast(
+        models=[LinearRegression()],
+        freq="D",
+        lags=list(LAGS),
+        lag_transforms={ANCHOR: [RollingMean(window) for window in WINDOWS]},
+        date_features=["dayofweek"],
+    )
+    started = time.perf_counter()
+    features = forecaster.preprocess(frame, static_features=[], dropna=False)
+    features[features["ds"] == days[-1]]
+    theirs = time.perf_counter() - started
+    return {"store_day_features": ours, "mlforecast preprocess": theirs}
