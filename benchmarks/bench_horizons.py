@@ -3,12 +3,14 @@
 Strategies (`horizon_strategies.py`), each trained on the 90 days up to a rolling origin and
 forecasting origin + 1 .. + 7 with what the service knows at the origin:
 
-- `as served`: the platform today: trained on `store_day_features` rows, fed `served_features`
-  (future days' sales NaN), one interval width per level for every h (the trainer's method:
+- `as served`: the platform before issue 39 (`store_day_features-v1`, reproduced by
+  `horizon_strategies.lag1_rolling`): trained on v1 rows, fed v1 features of the held days with
+  future days' sales NaN, one interval width per level for every h (the trainer's method then:
   pooled errors of the 2 previous weekly origins' refits on full-information rows);
 - `recursive`: the same model, each day's forecast fed back as the next day's sales;
 - `lag-7 windows`: rolling means over the window ending at lag 7 (mlforecast's
-  `lag_transforms={7: [RollingMean(7), RollingMean(28)]}`): the same features at every h;
+  `lag_transforms={7: [RollingMean(7), RollingMean(28)]}`): the same features at every h; since
+  issue 39 the platform's own `store_day_features` (v2) and `served_features`;
 - `seasonal naive`: the same weekday last week;
 - `mlforecast`: `MLForecast` + `LGBMRegressor` (the trainer's parameters), same lags, anchored
   means, weekday and covariates, its conformal intervals `PredictionIntervals(h=7, n_windows)`.
@@ -44,11 +46,11 @@ try:
         HORIZON,
         Tenant,
         anchored,
-        anchored_rolling,
         as_served,
         feature_cost,
         fit_booster,
         full_information,
+        lag1_rolling,
         mlforecast_pipeline,
         recursive,
         seasonal_naive,
@@ -59,11 +61,11 @@ except ImportError:  # run as a module from the repository root
         HORIZON,
         Tenant,
         anchored,
-        anchored_rolling,
         as_served,
         feature_cost,
         fit_booster,
         full_information,
+        lag1_rolling,
         mlforecast_pipeline,
         recursive,
         seasonal_naive,
@@ -114,7 +116,7 @@ def load_tenant(spec: TenantSpec, last: dt.date) -> Tenant:
     sales = simulated_sales(spec, days)
     full = store_day_features(sales, days, {spec.name: spec.country})
     full = full.astype({"is_holiday": "int8", "on_promo": "int8"})  # as exported
-    return Tenant(spec.name, spec.country, sales, full, anchored_rolling(full))
+    return Tenant(spec.name, spec.country, sales, full, lag1_rolling(full))
 
 
 def _day(offset: int) -> dt.date:
@@ -134,8 +136,8 @@ def tenant_forecasts(tenant: Tenant, origins: list[dt.date]) -> pd.DataFrame:
     """Return every strategy's forecasts at `origins`, but mlforecast's."""
     parts = []
     for origin in origins:
-        model = fit_booster(training_rows(tenant.full, origin))
-        lag7_model = fit_booster(training_rows(tenant.anchored, origin))
+        model = fit_booster(training_rows(tenant.legacy, origin))
+        lag7_model = fit_booster(training_rows(tenant.full, origin))
         for frame in (
             as_served(tenant, model, origin),
             recursive(tenant, model, origin),

@@ -1,5 +1,9 @@
 """The forecasting strategies `bench_horizons.py` compares, each for days origin + 1 .. + 7.
 
+`feature_math` computes the rolling means over the windows ending at lag 7 since issue 39
+(`store_day_features-v2`); the pipeline served before it (v1: means over D-w .. D-1, the days
+present) is reproduced here by `lag1_rolling`, so its row of the table can be measured again.
+
 Every strategy sees what the service would know at the origin: sales up to the origin; price
 and promotion of a future day are the series' latest known values (`served_features.future_rows`:
 requests name only store, item and day); calendar columns are known. The platform's LightGBM
@@ -30,27 +34,35 @@ DEFAULTS = TrainingParams()
 
 @dataclass(frozen=True)
 class Tenant:
-    """One simulated tenant's sales, full-information features and anchored features."""
+    """One simulated tenant's sales and its features: today's (v2) and before issue 39 (v1)."""
 
     name: str
     country: str
     sales: pd.DataFrame
-    full: pd.DataFrame  # store_day_features rows: what training sees
-    anchored: pd.DataFrame  # the same rows, rolling means ending at lag 7
+    full: pd.DataFrame  # store_day_features rows (v2: rolling means ending at lag 7)
+    legacy: pd.DataFrame  # the same rows with v1's rolling means (ending at lag 1)
 
 
-def anchored_rolling(full: pd.DataFrame) -> pd.DataFrame:
-    """Return `full` with each rolling mean over the window ending at lag 7, not lag 1.
+def lag1_rolling(frame: pd.DataFrame) -> pd.DataFrame:
+    """Return `frame` with v1's rolling means: over D-w .. D-1, averaging the days present.
 
-    store_day_features' mean of day D covers D - w .. D - 1, so D's anchored mean is D - 6's
-    (every simulated series has a row every day, so a shift by rows is a shift by days).
+    Every series must have a row every day (the simulator's do; future days are NaN rows).
     """
-    frame = full.sort_values([*SERIES, "date"]).reset_index(drop=True)
-    grouped = frame.groupby(SERIES, sort=False)
+    frame = frame.sort_values([*SERIES, "date"]).reset_index(drop=True)
+    units = frame.groupby(SERIES, sort=False)["units_sold"]
     for window in WINDOWS:
-        column = f"rolling_mean_{window}"
-        frame[column] = grouped[column].shift(ANCHOR - 1)
+        frame[f"rolling_mean_{window}"] = units.transform(
+            lambda s, w=window: s.shift(1).rolling(w, min_periods=1).mean()
+        )
     return frame
+
+
+def _legacy_features(sales: pd.DataFrame, days: list[dt.date], tenant: Tenant) -> pd.DataFrame:
+    """v1's features of `days`: v2's lags and calendar, v1's rolling means over `sales`."""
+    rows = store_day_features(sales, days, {tenant.name: tenant.country})
+    rolling = [f"rolling_mean_{window}" for window in WINDOWS]
+    means = lag1_rolling(sales)[[*SERIES, "date", *rolling]]
+    return rows.drop(columns=rolling).merge(means, on=[*SERIES, "date"], how="left")
 
 
 def fit_booster(rows: pd.DataFrame) -> lgb.Booster:
@@ -103,25 +115,30 @@ def forecast_frame(
     )
 
 
+def _held_and_future(tenant: Tenant, origin: dt.date) -> tuple[pd.DataFrame, pd.DataFrame]:
+    history = _held(tenant, origin)[
+        [*SERIES, "date", "units_sold", "price", "on_promo", "stock_on_hand"]
+    ]
+    history = history.astype({"units_sold": "float64", "stock_on_hand": "float64"})
+    return history, future_rows(history, origin)
+
+
 def as_served(tenant: Tenant, booster: lgb.Booster, origin: dt.date) -> pd.DataFrame:
-    """Today's service: `served_features` (future days' sales NaN) into the model."""
-    rows = served_features(_held(tenant, origin), origin, {tenant.name: tenant.country})
-    rows = rows[rows["date"] > pd.Timestamp(origin)]
+    """The service before issue 39: v1 features, future days' sales NaN, into a v1 model."""
+    history, future = _held_and_future(tenant, origin)
+    days = [origin + dt.timedelta(days=ahead) for ahead in range(1, HORIZON + 1)]
+    rows = _legacy_features(pd.concat([history, future], ignore_index=True), days, tenant)
     return forecast_frame(rows, origin, "as served", _predict(booster, rows))
 
 
 def recursive(tenant: Tenant, booster: lgb.Booster, origin: dt.date) -> pd.DataFrame:
     """Each day's forecast becomes the next day's known sales (as mlforecast predicts)."""
-    history = _held(tenant, origin)[
-        [*SERIES, "date", "units_sold", "price", "on_promo", "stock_on_hand"]
-    ]
-    history = history.astype({"units_sold": "float64", "stock_on_hand": "float64"})
-    future = future_rows(history, origin)
+    history, future = _held_and_future(tenant, origin)
     parts = []
     for ahead in range(1, HORIZON + 1):
         day = origin + dt.timedelta(days=ahead)
         sales = pd.concat([history, future], ignore_index=True)
-        rows = store_day_features(sales, [day], {tenant.name: tenant.country})
+        rows = _legacy_features(sales, [day], tenant)
         forecast = _predict(booster, rows)
         parts.append(forecast_frame(rows, origin, "recursive", forecast))
         keyed = rows[SERIES].assign(filled=forecast)
@@ -132,8 +149,9 @@ def recursive(tenant: Tenant, booster: lgb.Booster, origin: dt.date) -> pd.DataF
 
 
 def anchored(tenant: Tenant, booster: lgb.Booster, origin: dt.date) -> pd.DataFrame:
-    """Rolling means ending at lag 7: every h <= 7 has exactly the features training had."""
-    rows = _future(tenant.anchored, origin)
+    """Rolling means ending at lag 7, served by the platform's own `served_features` (v2)."""
+    rows = served_features(_held(tenant, origin), origin, {tenant.name: tenant.country})
+    rows = rows[rows["date"] > pd.Timestamp(origin)]
     return forecast_frame(rows, origin, "lag-7 windows", _predict(booster, rows))
 
 
@@ -144,11 +162,10 @@ def seasonal_naive(tenant: Tenant, origin: dt.date) -> pd.DataFrame:
 
 
 def full_information(tenant: Tenant, booster: lgb.Booster, origin: dt.date) -> pd.DataFrame:
-    """The platform's calibration forecasts: the next 7 days' exported rows (no NaN future)."""
+    """v1's calibration forecasts: the next 7 days' exported v1 rows (no NaN future)."""
     end = pd.Timestamp(origin)
-    rows = tenant.full[
-        (tenant.full["date"] > end) & (tenant.full["date"] <= end + pd.Timedelta(days=HORIZON))
-    ]
+    legacy = tenant.legacy
+    rows = legacy[(legacy["date"] > end) & (legacy["date"] <= end + pd.Timedelta(days=HORIZON))]
     return forecast_frame(rows, origin, "full information", _predict(booster, rows))
 
 
