@@ -99,4 +99,5 @@ def features_by_key(table: CustomerFeatures, keys: KeyBatch) -> FeatureBatch:
         features,
         reasons=reasons,
         defaulted=[",".join(names) for names in defaulted],
+        horizons=[(day - latest).days for day in dates],
     )

@@ -8,8 +8,10 @@ the champion's and the canary's joined by "+" when a canary took some of them.
 
 Prediction intervals: for every level the service serves (RETRAIN_INTERVAL_LEVELS, e.g. 80
 and 95), each JSON row has `lower_80` and `upper_80`, and v2 has FP64 outputs of those names;
-`interval_note` says why a row's bounds are null (its model carries none, or not that level).
-A bound is null (NaN in a binary tensor) wherever the prediction is.
+`interval_note` says why a row's bounds are null (its model carries none, or not that level),
+and `interval_calibration` whose widths they are (the errors of that day ahead, or all days
+pooled). `horizon_days`: the row's days past the latest published day (null: a row sent with
+its features). A bound is null (NaN in a binary tensor) wherever the prediction is.
 """
 
 from __future__ import annotations
@@ -34,16 +36,18 @@ V2_OUTPUTS = (
     ("defaulted", "BYTES"),
     ("price_used", "FP64"),
     ("on_promo_used", "FP64"),
+    ("horizon_days", "FP64"),
 )
 INTERVAL_NOTE = "interval_note"
+INTERVAL_CALIBRATION = "interval_calibration"
 
 
 def interval_outputs(levels: Sequence[str]) -> list[tuple[str, str]]:
-    """Return the outputs of the served levels: lower_80, upper_80, ..., then interval_note."""
+    """Return the outputs of the served levels: lower_80, upper_80, ..., then the notes."""
     if not levels:
         return []
     bounds = [(f"{side}_{name}", "FP64") for name in levels for side in ("lower", "upper")]
-    return [*bounds, (INTERVAL_NOTE, "BYTES")]
+    return [*bounds, (INTERVAL_NOTE, "BYTES"), (INTERVAL_CALIBRATION, "BYTES")]
 
 
 def v2_outputs(levels: Sequence[str]) -> list[tuple[str, str]]:
@@ -64,6 +68,7 @@ def _interval_columns(forecast: Forecast) -> dict[str, list[Any]]:
         columns[f"lower_{name}"] = _or_none(rows.lower[name].tolist())
         columns[f"upper_{name}"] = _or_none(rows.upper[name].tolist())
     columns[INTERVAL_NOTE] = list(rows.notes)
+    columns[INTERVAL_CALIBRATION] = list(rows.calibrations or [None] * len(rows.notes))
     return columns
 
 
@@ -112,6 +117,7 @@ def rows_response(forecast: Forecast) -> dict[str, Any]:
                 "price": price,
                 "on_promo": None if math.isnan(promo) else bool(promo),
                 "defaulted": defaulted.split(",") if defaulted else [],
+                "horizon_days": horizon,
                 **{name: column[at] for name, column in intervals.items()},
             }
             for at, (
@@ -124,6 +130,7 @@ def rows_response(forecast: Forecast) -> dict[str, Any]:
                 price,
                 promo,
                 defaulted,
+                horizon,
             ) in enumerate(
                 zip(
                     forecast.keys,
@@ -135,6 +142,7 @@ def rows_response(forecast: Forecast) -> dict[str, Any]:
                     prices,
                     promos,
                     forecast.defaulted(),
+                    forecast.horizons(),
                     strict=True,
                 )
             )
@@ -180,10 +188,12 @@ def infer_response(
         "defaulted": forecast.defaulted(),
         "price_used": _or_none(forecast.covariate("price")),
         "on_promo_used": _or_none(forecast.covariate("on_promo")),
+        "horizon_days": [None if h is None else float(h) for h in forecast.horizons()],
         **_interval_columns(forecast),
     }
-    if INTERVAL_NOTE in data:  # BYTES: every element is a string
-        data[INTERVAL_NOTE] = [note or "" for note in data[INTERVAL_NOTE]]
+    for name in (INTERVAL_NOTE, INTERVAL_CALIBRATION):  # BYTES: every element is a string
+        if name in data:
+            data[name] = [text or "" for text in data[name]]
     rows = len(forecast.keys)
     outputs = [
         {"name": name, "datatype": datatype, "shape": [rows], "data": data[name]}

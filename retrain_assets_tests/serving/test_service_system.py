@@ -796,12 +796,13 @@ def test_intervals_on_both_routes_in_binary_and_json_and_an_old_canary_says_why(
         assert bounds["80"] == pytest.approx([row["lower_80"], row["upper_80"]])
         assert bounds["95"] == pytest.approx([row["lower_95"], row["upper_95"]])
     outputs = service.call("GET", f"/v2/models/{LEVELS}").json()["outputs"]
-    assert [o["name"] for o in outputs][-5:] == [
+    assert [o["name"] for o in outputs][-6:] == [
         "lower_80",
         "upper_80",
         "lower_95",
         "upper_95",
         "interval_note",
+        "interval_calibration",
     ]
     infer = service.call("POST", f"/v2/models/{LEVELS}/infer", json=v2_request(rows)).json()
     by_name = {o["name"]: o["data"] for o in infer["outputs"]}
