@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from retrain_assets.prediction_intervals import (
+    POOLED,
     TRAINER_BACKTESTS,
     IntervalRules,
     IntervalTable,
@@ -49,7 +50,7 @@ def test_rules_and_tolerance_come_from_the_environment(monkeypatch: pytest.Monke
     with pytest.raises(SettingsError, match=r"RETRAIN_INTERVAL_WINDOWS=1: must be .* in \[2, 12\]"):
         IntervalRules.from_settings()
     monkeypatch.delenv("RETRAIN_INTERVAL_WINDOWS")  # every setting is checked at each read
-    assert coverage_tolerance() == 0.15
+    assert coverage_tolerance() == 0.10
     monkeypatch.setenv("RETRAIN_INTERVAL_COVERAGE_TOLERANCE", "1.5")
     with pytest.raises(SettingsError, match=r"COVERAGE_TOLERANCE=1\.5: must be a number in \[0, 1"):
         coverage_tolerance()
@@ -79,7 +80,7 @@ def test_a_table_survives_metrics_and_metadata_and_a_corrupt_one_is_refused() ->
 
 
 def test_a_table_says_its_calibration_and_an_older_entry_holds_the_trainers_widths() -> None:
-    widened = IntervalTable({"80": 4.1}, 2, 300, "widened on the gate's holdout: ...")
+    widened = IntervalTable({"80": 4.1}, 2, 300, calibration="widened on the gate's holdout: ...")
     entry = widened.as_metadata()
     assert entry["calibration"] == "widened on the gate's holdout: ..."
     assert IntervalTable.from_metadata({"prediction_intervals": entry}) == widened
@@ -88,6 +89,22 @@ def test_a_table_says_its_calibration_and_an_older_entry_holds_the_trainers_widt
     assert read is not None and read.calibration == TRAINER_BACKTESTS == "trainer backtests"
     with pytest.raises(ValueError, match="calibration is 7, not a label"):
         IntervalTable.from_metadata({"prediction_intervals": {**entry, "calibration": 7}})
+    assert widened.width("80", None) == (4.1, f"widened on the gate's holdout: ... ({POOLED})")
+
+
+def test_widths_by_day_ahead_come_from_that_day_aheads_errors_and_travel_with_the_table() -> None:
+    scores = np.concatenate([np.arange(1.0, 10.0), np.arange(1.0, 10.0) * 10])
+    ahead = np.array([1] * 9 + [7] * 9)
+    table = IntervalTable.from_scores(scores, [80], windows=2, horizons=ahead)
+    assert table is not None and {h: dict(w) for h, w in table.by_horizon.items()} == {
+        1: {"80": 8.0},
+        7: {"80": 80.0},
+    }
+    assert table.width("80", 7) == (80.0, "conformal, day ahead 7")
+    assert table.width("80", None) == (table.halfwidths["80"], POOLED)
+    assert table.width("95", 1) == (None, None)
+    assert IntervalTable.from_metrics({"train_wape": 0.3, **table.as_metrics()}) == table
+    assert IntervalTable.from_metadata({"prediction_intervals": table.as_metadata()}) == table
 
 
 def test_bounds_clip_at_zero_and_coverage_counts_the_edges() -> None:

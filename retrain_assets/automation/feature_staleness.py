@@ -1,6 +1,6 @@
 """Feature days behind their sales: never computed, or computed before a day they look back on.
 
-A late file re-materializes one day of `sales`; the 28 feature days after it looked back on
+A late file re-materializes one day of `sales`; the 34 feature days after it looked back on
 the old content (lags, rolling means), so they are behind too and are computed again. The
 order of Dagster's materialization events (storage ids) says what came first.
 """

@@ -22,7 +22,7 @@ import requests
 from retrain_assets.demo.clock import BeforeLanding
 from retrain_assets.demo.simulate import simulate_day, simulated_sales
 from retrain_assets.demo.tenants import TenantSpec
-from retrain_assets.features.feature_math import LAGS, store_day_features
+from retrain_assets.features.feature_math import LOOKBACK, store_day_features
 from retrain_assets.features.training_export import MODEL_FEATURES
 
 
@@ -49,7 +49,7 @@ def key_rows(spec: TenantSpec, day: dt.date) -> list[dict[str, Any]]:
 
 def request_rows(spec: TenantSpec, day: dt.date) -> list[dict[str, Any]]:
     """Return one request row per store and item of `spec` for `day`, features only."""
-    history = [day - dt.timedelta(days=back) for back in range(max(LAGS), -1, -1)]
+    history = [day - dt.timedelta(days=back) for back in range(LOOKBACK, -1, -1)]
     sales = simulated_sales(spec, history)
     features = store_day_features(sales, [day], {spec.name: spec.country})
     rows = []

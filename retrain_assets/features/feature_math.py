@@ -2,6 +2,10 @@
 
 Each feature for day D uses only that customer's own series and only days before D, so there
 is no leakage across customers and none from the future. `units_sold` on D is kept as the label.
+No sales feature looks back less than `ANCHOR` (7) days: the rolling means cover the windows
+ending at lag 7 (D-13 .. D-7 and D-34 .. D-7, mlforecast's `lag_transforms={7: [RollingMean(7),
+RollingMean(28)]}`), so a day up to 7 days past the latest published one gets exactly the
+features training computed for its kind of row (issue 39, docs/decisions.md).
 """
 
 from __future__ import annotations
@@ -13,9 +17,12 @@ import pandas as pd
 
 from retrain_assets.features.calendar import is_holiday
 
-FEATURE_VERSION = "store_day_features-v1"
+FEATURE_VERSION = "store_day_features-v2"
 LAGS = (7, 14, 28)
 WINDOWS = (7, 28)
+ANCHOR = min(LAGS)  # the rolling windows end at this lag
+# Days before D that D's features read: the longest lag or the oldest day of a rolling window.
+LOOKBACK = max(*LAGS, ANCHOR - 1 + max(WINDOWS))
 SERIES = ["customer", "store_id", "item_id"]
 CARRIED = [*SERIES, "date", "units_sold", "price", "on_promo", "stock_on_hand"]
 
@@ -25,7 +32,7 @@ def store_day_features(
 ) -> pd.DataFrame:
     """Return one row per series with sales on each of `days`, with its features.
 
-    `sales` must hold the rows of `days` and of the 28 days before the first of them; missing
+    `sales` must hold the rows of `days` and of the LOOKBACK days before the first; missing
     history gives NaN features, never a value borrowed from another series or a later day.
     The key columns may be text or categoricals of text; they come out as text.
     """
@@ -33,7 +40,7 @@ def store_day_features(
         return _empty()
     frame = sales.reset_index(drop=True)
     frame["day"] = frame["date"].dt.normalize()
-    origin = pd.Timestamp(min(days)) - pd.Timedelta(days=max(LAGS))
+    origin = pd.Timestamp(min(days)) - pd.Timedelta(days=LOOKBACK)
     span = (pd.Timestamp(max(days)) - origin).days + 1
     codes, n_series = _series_codes(frame)
     offset = (frame["day"] - origin).dt.days.to_numpy()
@@ -52,9 +59,10 @@ def store_day_features(
         out[f"lag_{lag}"] = grid[row_codes, col - lag]
     cumulative = np.concatenate([np.zeros((n_series, 1)), np.nancumsum(grid, axis=1)], axis=1)
     present = np.concatenate([np.zeros((n_series, 1)), np.cumsum(~np.isnan(grid), axis=1)], axis=1)
+    end = col - ANCHOR + 1  # cumulative[:, end] sums the days up to D - ANCHOR
     for window in WINDOWS:
-        total = cumulative[row_codes, col] - cumulative[row_codes, col - window]
-        count = present[row_codes, col] - present[row_codes, col - window]
+        total = cumulative[row_codes, end] - cumulative[row_codes, end - window]
+        count = present[row_codes, end] - present[row_codes, end - window]
         with np.errstate(invalid="ignore", divide="ignore"):
             out[f"rolling_mean_{window}"] = np.where(count > 0, total / count, np.nan)
     out["day_of_week"] = out["date"].dt.dayofweek.astype("int64")

@@ -11,9 +11,9 @@ import datetime as dt
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from retrain_assets.features.feature_math import LAGS
+from retrain_assets.features.feature_math import LOOKBACK
 
-LOOKBACK_DAYS = max(LAGS)
+LOOKBACK_DAYS = LOOKBACK
 
 
 @dataclass(frozen=True)

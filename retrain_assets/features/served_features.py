@@ -6,12 +6,13 @@ features are made here with `feature_math.store_day_features`, the function the
 plus one row per series for each day after the latest published one whose units sold are
 unknown (NaN: missing, exactly as a hole in the history is) and whose price and promotion are
 the series' latest known values. So a published day's features are that day's partition, and
-a future day's are what the asset will compute for it, less the days not yet published.
+a future day's are what the asset will compute for it.
 
 The furthest forecastable day is the shortest lag past the latest published day: `lag_7` of
-day latest + 7 is the latest day's sales; a day further out would have no lag at all. For a
-day h > 1 days out, the rolling means average the known days of their window (those not yet
-published are missing), as the asset does for the first days of a history.
+day latest + 7 is the latest day's sales; a day further out would have no lag at all. No sales
+feature looks back less than 7 days (the rolling means end at lag 7), so the unknown days
+never enter a feature: a day h <= 7 days out gets exactly the sales features the asset computes
+for a published day (issue 39); only its price and promotion are the latest known.
 """
 
 from __future__ import annotations

@@ -6,9 +6,10 @@ their level, the forecasts are fine and the widths are wrong: refusing the model
 nothing at all. So each level's half-width becomes the larger of the trainer's and the
 split-conformal quantile of the holdout's absolute errors (the ceil((n + 1) x level)-th
 smallest of n: rows the candidate never saw, so on rows like them at least that share of
-actuals falls within), and the table's `calibration` says so. When the holdout has too few
-errors for a level, no width can promise it: the trainer's widths are kept, labelled
-UNCALIBRATED, and served with that label.
+actuals falls within), and the table's `calibration` says so. The widened widths serve every
+day ahead (the holdout pools them): the trainer's day-ahead widths are dropped. When the
+holdout has too few errors for a level, no width can promise it: the trainer's widths are kept,
+labelled UNCALIBRATED, and served with that label.
 """
 
 from __future__ import annotations
@@ -55,7 +56,9 @@ def widen_on_holdout(
         for name, width in intervals.halfwidths.items()
     )
     label = f"widened on the gate's holdout: {measured}; half-widths now {changed}"
-    return dataclasses.replace(intervals, halfwidths=widths, calibration=label)
+    # the holdout pools every day ahead, so the widened widths serve every day ahead: a
+    # day-ahead width kept beside them would serve the trainer's short width after all
+    return dataclasses.replace(intervals, halfwidths=widths, calibration=label, by_horizon={})
 
 
 def _measured(actual: np.ndarray, forecast: np.ndarray, intervals: IntervalTable) -> str:

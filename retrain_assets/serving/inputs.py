@@ -78,6 +78,8 @@ class FeatureBatch:
     reasons: list[str | None] | None = None
     # Per row, the covariates that took their latest known value ("" for none).
     defaulted: list[str] | None = None
+    # Per row, days past the latest published day (None: unknown, the row sent its features).
+    horizons: list[int | None] | None = None
     keys: list[str] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -106,6 +108,7 @@ class FeatureBatch:
             [self.item_ids[i] for i in at],
             [self.dates[i] for i in at],
             self.features[rows],
+            horizons=[self.horizons[i] for i in at] if self.horizons is not None else None,
         )
 
 

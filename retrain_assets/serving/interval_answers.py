@@ -3,9 +3,11 @@
 The service answers the levels of RETRAIN_INTERVAL_LEVELS. A model carries the widths its
 trainer computed (`prediction_intervals.IntervalTable`, from its MLflow metadata); a model
 logged before intervals existed, or trained with other levels, still serves its forecasts: the
-missing bounds are null and `interval_note` says why, never a made-up width. Each row also says
-which widths its bounds carry (`interval_calibration`: the trainer's backtests, widened on the
-gate's holdout for a first model whose trainer's widths fell short there, or uncalibrated).
+missing bounds are null and `interval_note` says why, never a made-up width. A row h days past
+the latest published day gets the width of h-day-ahead errors when the model carries them, the
+pooled width otherwise; `interval_calibration` names which (issue 39), after the model's own
+calibration when it is not the trainer's (a first model's widths widened on the gate's holdout,
+or uncalibrated).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ class Bounds:
     lower: dict[str, np.ndarray]
     upper: dict[str, np.ndarray]
     note: str | None  # why some or all levels are missing (None: every level is there)
-    calibration: str | None = None  # the model's IntervalTable.calibration (None: no intervals)
+    calibrations: list[str | None] | None = None  # per row, whose widths (None: no bounds)
 
 
 def model_bounds(
@@ -35,18 +37,31 @@ def model_bounds(
     intervals: IntervalTable | None,
     predictions: np.ndarray,
     levels: Sequence[str],
+    horizons: Sequence[int | None] | None = None,
 ) -> Bounds:
-    """Return the bounds a model gives its predictions at `levels` (names such as "80")."""
+    """Return the bounds a model gives its predictions at `levels` (names such as "80").
+
+    `horizons`: each row's days past the latest published day (None: unknown), which picks
+    the day-ahead widths the model carries for rows 1 .. 7 days out.
+    """
     lower: dict[str, np.ndarray] = {}
     upper: dict[str, np.ndarray] = {}
     missing = []
+    rows = len(predictions)
+    aheads = list(horizons) if horizons is not None else [None] * rows
+    calibrations: list[str | None] = [None] * rows
     for name in levels:
-        width = intervals.halfwidths.get(name) if intervals is not None else None
-        if width is None:
+        picked = [
+            intervals.width(name, ahead) if intervals is not None else (None, None)
+            for ahead in aheads
+        ]
+        if any(width is None for width, _ in picked):
             missing.append(name)
-            lower[name] = upper[name] = np.full(len(predictions), np.nan)
-        else:
-            lower[name], upper[name] = bounds(predictions, width)
+            lower[name] = upper[name] = np.full(rows, np.nan)
+            continue
+        widths = np.array([width for width, _ in picked], dtype=float)
+        lower[name], upper[name] = bounds(predictions, widths)
+        calibrations = [named for _, named in picked]
     note = None
     if intervals is None and levels:
         note = (
@@ -58,7 +73,7 @@ def model_bounds(
             f"model version {version} of {customer} has no {', '.join(missing)} % interval "
             f"(it carries {', '.join(intervals.halfwidths) if intervals else 'none'})"
         )
-    return Bounds(lower, upper, note, intervals.calibration if intervals is not None else None)
+    return Bounds(lower, upper, note, calibrations)
 
 
 @dataclass(frozen=True)
@@ -72,7 +87,7 @@ class RowIntervals:
     lower: dict[str, np.ndarray]
     upper: dict[str, np.ndarray]
     notes: list[str | None]
-    calibrations: list[str | None] = field(default_factory=list)
+    calibrations: list[str | None] = field(default_factory=list)  # per row (None: no bounds)
 
     @classmethod
     def empty(cls, rows: int, levels: Sequence[str]) -> RowIntervals:
@@ -92,7 +107,9 @@ class RowIntervals:
             self.upper[name][rows] = given.upper[name]
         for at in rows.tolist():
             self.notes[at] = given.note
-            self.calibrations[at] = given.calibration
+        if given.calibrations is not None:
+            for at, named in zip(rows.tolist(), given.calibrations, strict=True):
+                self.calibrations[at] = named
 
     def place(self, rows: np.ndarray, part: RowIntervals) -> None:
         """Fill the rows at positions `rows` from an answer for just those rows."""

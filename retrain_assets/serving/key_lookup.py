@@ -3,10 +3,11 @@
 A row's date must lie in the days the table serves: the last published week (to check a
 forecast against what was published) up to the furthest forecastable day. A store or an item
 that is not in the customer's published history of the held days is refused (422, naming the
-row); a known store and item with no sales in the 28 days before the date, or without a row on
-a published day, gets no prediction and says why (never a silent zero). A covariate the row
-sends replaces the table's value; one it leaves out keeps the latest known value (a published
-day's own), and the answer names the covariates so defaulted.
+row); a known store and item with no sales in the window `rolling_mean_28` covers (34 to 7
+days before the date), or without a row on a published day, gets no prediction and says why
+(never a silent zero). A covariate the row sends replaces the table's value; one it leaves out
+keeps the latest known value (a published day's own), and the answer names the covariates so
+defaulted.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import math
 
 import numpy as np
 
-from retrain_assets.features.lookback import LOOKBACK_DAYS
+from retrain_assets.features.feature_math import ANCHOR, LOOKBACK, WINDOWS
 from retrain_assets.features.served_features import COVARIATES, HELD_DAYS
 from retrain_assets.features.training_export import MODEL_FEATURES
 from retrain_assets.serving.history import CustomerFeatures
@@ -23,9 +24,9 @@ from retrain_assets.serving.inputs import DATE_FIELD, FeatureBatch, InvalidReque
 from retrain_assets.serving.routing import request_key
 
 MAX_PROBLEMS_SHOWN = 5
-_ROLLING_28 = MODEL_FEATURES.index(f"rolling_mean_{LOOKBACK_DAYS}")
+_ROLLING_LONGEST = MODEL_FEATURES.index(f"rolling_mean_{max(WINDOWS)}")
 _COVARIATE_COLUMNS = {name: MODEL_FEATURES.index(name) for name in COVARIATES}
-NO_SALES = f"no sales of this item at this store in the {LOOKBACK_DAYS} days before the date"
+NO_SALES = f"no sales of this item at this store from {LOOKBACK} to {ANCHOR} days before the date"
 NOT_PUBLISHED = "no published sales row for this store and item on that day"
 
 
@@ -82,7 +83,7 @@ def features_by_key(table: CustomerFeatures, keys: KeyBatch) -> FeatureBatch:
     hit = found >= 0
     features[hit] = table.features[found[hit]]
     published[hit] = table.published[found[hit]]
-    for i in np.flatnonzero(hit & np.isnan(features[:, _ROLLING_28])).tolist():
+    for i in np.flatnonzero(hit & np.isnan(features[:, _ROLLING_LONGEST])).tolist():
         reasons[i] = NO_SALES
     defaulted: list[list[str]] = [[] for _ in range(count)]
     for name, column in _COVARIATE_COLUMNS.items():
@@ -98,4 +99,5 @@ def features_by_key(table: CustomerFeatures, keys: KeyBatch) -> FeatureBatch:
         features,
         reasons=reasons,
         defaulted=[",".join(names) for names in defaulted],
+        horizons=[(day - latest).days for day in dates],
     )

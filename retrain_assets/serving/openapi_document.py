@@ -45,6 +45,7 @@ class PredictionRow(BaseModel):
     alias: str | None
     reason: str | None
     defaulted: list[str]
+    horizon_days: int | None = None  # days past the latest published day (null: not known)
 
 
 class ForecastAnswer(BaseModel):

@@ -70,6 +70,12 @@ class Forecast:
             return [""] * len(self.keys)
         return self.batch.defaulted
 
+    def horizons(self) -> list[int | None]:
+        """Return, per row, its days past the latest published day (None: not known)."""
+        if self.batch is None or self.batch.horizons is None:
+            return [None] * len(self.keys)
+        return self.batch.horizons
+
     def covariate(self, name: str) -> list[float]:
         """Return, per row, the value of a feature the prediction used (NaN: none)."""
         if self.batch is None:
@@ -86,12 +92,19 @@ class _Outcome:
     bounds: Bounds | None = None
 
 
-def _predict(model: Forecaster, features: np.ndarray, levels: Sequence[str]) -> _Outcome:
+def _predict(
+    model: Forecaster,
+    features: np.ndarray,
+    levels: Sequence[str],
+    horizons: Sequence[int | None] | None,
+) -> _Outcome:
     try:
         predictions = model.predict(features)
     except PredictionFailed as failure:
         return _Outcome(None, str(failure))
-    given = model_bounds(model.customer, model.version, model.intervals, predictions, levels)
+    given = model_bounds(
+        model.customer, model.version, model.intervals, predictions, levels, horizons
+    )
     return _Outcome(predictions, None, given)
 
 
@@ -194,9 +207,17 @@ class Predictor:
             else None
         )
         served_at = self.clock()
-        by_champion = _predict(champion, batch.features, self.levels)
+        horizons = batch.horizons
+        by_champion = _predict(champion, batch.features, self.levels, horizons)
         by_canary = (
-            _predict(canary, batch.features[to_canary], self.levels) if canary is not None else None
+            _predict(
+                canary,
+                batch.features[to_canary],
+                self.levels,
+                [horizons[i] for i in np.flatnonzero(to_canary)] if horizons else None,
+            )
+            if canary is not None
+            else None
         )
         rows = _log_rows(customer, batch, route, to_canary, by_champion, by_canary, served_at)
         try:
@@ -231,7 +252,7 @@ def _subset(given: Bounds, rows: np.ndarray) -> Bounds:
         {name: values[rows] for name, values in given.lower.items()},
         {name: values[rows] for name, values in given.upper.items()},
         given.note,
-        given.calibration,
+        [given.calibrations[i] for i in rows.tolist()] if given.calibrations else None,
     )
 
 

@@ -9,9 +9,11 @@ the champion's and the canary's joined by "+" when a canary took some of them.
 Prediction intervals: for every level the service serves (RETRAIN_INTERVAL_LEVELS, e.g. 80
 and 95), each JSON row has `lower_80` and `upper_80`, and v2 has FP64 outputs of those names;
 `interval_note` says why a row's bounds are null (its model carries none, or not that level),
-and `interval_calibration` which widths its bounds carry ("trainer backtests", "widened on the
-gate's holdout: ...", "uncalibrated: ..."; null/empty without bounds). A bound is null (NaN in
-a binary tensor) wherever the prediction is.
+and `interval_calibration` whose widths they are (the errors of that day ahead, or all days
+pooled; after "widened on the gate's holdout: ..." or "uncalibrated: ..." when the model's widths
+are not the trainer's; null/empty without bounds). `horizon_days`: the row's days past the
+latest published day (null: a row sent with its features). A bound is null (NaN in a binary
+tensor) wherever the prediction is.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ V2_OUTPUTS = (
     ("defaulted", "BYTES"),
     ("price_used", "FP64"),
     ("on_promo_used", "FP64"),
+    ("horizon_days", "FP64"),
 )
 INTERVAL_NOTE = "interval_note"
 INTERVAL_CALIBRATION = "interval_calibration"
@@ -70,7 +73,7 @@ def _interval_columns(forecast: Forecast) -> dict[str, list[Any]]:
         columns[f"lower_{name}"] = _or_none(rows.lower[name].tolist())
         columns[f"upper_{name}"] = _or_none(rows.upper[name].tolist())
     columns[INTERVAL_NOTE] = list(rows.notes)
-    columns[INTERVAL_CALIBRATION] = list(rows.calibrations)
+    columns[INTERVAL_CALIBRATION] = list(rows.calibrations or [None] * len(rows.notes))
     return columns
 
 
@@ -119,6 +122,7 @@ def rows_response(forecast: Forecast) -> dict[str, Any]:
                 "price": price,
                 "on_promo": None if math.isnan(promo) else bool(promo),
                 "defaulted": defaulted.split(",") if defaulted else [],
+                "horizon_days": horizon,
                 **{name: column[at] for name, column in intervals.items()},
             }
             for at, (
@@ -131,6 +135,7 @@ def rows_response(forecast: Forecast) -> dict[str, Any]:
                 price,
                 promo,
                 defaulted,
+                horizon,
             ) in enumerate(
                 zip(
                     forecast.keys,
@@ -142,6 +147,7 @@ def rows_response(forecast: Forecast) -> dict[str, Any]:
                     prices,
                     promos,
                     forecast.defaulted(),
+                    forecast.horizons(),
                     strict=True,
                 )
             )
@@ -187,6 +193,7 @@ def infer_response(
         "defaulted": forecast.defaulted(),
         "price_used": _or_none(forecast.covariate("price")),
         "on_promo_used": _or_none(forecast.covariate("on_promo")),
+        "horizon_days": [None if h is None else float(h) for h in forecast.horizons()],
         **_interval_columns(forecast),
     }
     for text in (INTERVAL_NOTE, INTERVAL_CALIBRATION):  # BYTES: every element is a string

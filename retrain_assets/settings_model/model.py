@@ -364,12 +364,12 @@ class RetrainSettings(BaseSettings):
         7, ge=1, le=28, description="days each rolling-origin refit forecasts"
     )
     interval_coverage_tolerance: float = Field(
-        0.15,
+        0.10,
         ge=0,
         lt=1,
         description="how far below its level a candidate's interval may cover the holdout's "
-        "actuals before `beats_champion` fails it (0.15: an 80 % interval must cover at least "
-        "65 %)",
+        "actuals before `beats_champion` fails it (0.10: an 80 % interval must cover at least "
+        "70 %)",
     )
 
     # The landing automation.

@@ -113,7 +113,7 @@ def test_feature_days_behind_sales_are_missing_or_older_than_a_day_they_look_bac
     sales[late] = 5000  # its sales re-read after every feature day was computed
     features[late] = 5001  # ... in one run with its own features
     behind = stale_feature_days(sales, features)
-    assert behind == days[6:34]  # the 28 days after the late one
+    assert behind == days[6:40]  # the 34 days after the late one (LOOKBACK_DAYS)
     del features[days[39]]
     assert stale_feature_days(sales, features)[-1] == days[39]  # never computed
     assert follow_up_days(behind, [days[20]]) == days[6:20]  # the rest waits for that read

@@ -6,7 +6,7 @@ import pandas as pd
 from retrain_assets.demo.forecast_requests import key_rows, request_rows
 from retrain_assets.demo.simulate import land_tenant
 from retrain_assets.demo.tenants import TenantSpec
-from retrain_assets.features.feature_math import store_day_features
+from retrain_assets.features.feature_math import LOOKBACK, store_day_features
 from retrain_assets.features.landing_reader import read_landing_day
 from retrain_assets.features.training_export import MODEL_FEATURES
 
@@ -15,7 +15,7 @@ SPEC = TenantSpec("ask-us", "US", stores=2, items=3, seed=5)
 
 def test_request_features_equal_what_the_pipeline_computes_from_the_landed_files(tmp_path):
     day = dt.date(2026, 2, 10)
-    history = [day - dt.timedelta(days=n) for n in range(30, -1, -1)]
+    history = [day - dt.timedelta(days=n) for n in range(LOOKBACK + 2, -1, -1)]
     land_tenant(str(tmp_path), SPEC, history)
     sales = pd.concat(
         [read_landing_day(str(tmp_path), SPEC.name, d).accepted for d in history],

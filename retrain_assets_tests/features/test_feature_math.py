@@ -29,8 +29,8 @@ def test_lags_and_rolling_means_match_hand_computed_values():
     row = store_day_features(_sales("a", units), [target], {"a": "US"}).iloc[0]
     assert row["units_sold"] == 30
     assert (row["lag_7"], row["lag_14"], row["lag_28"]) == (23, 16, 2)
-    assert row["rolling_mean_7"] == np.mean(range(23, 30))  # days D-7 .. D-1
-    assert row["rolling_mean_28"] == np.mean(range(2, 30))
+    assert row["rolling_mean_7"] == np.mean(range(17, 24))  # days D-13 .. D-7
+    assert row["rolling_mean_28"] == np.mean(range(1, 24))  # D-34 .. D-7: the days there are
     assert row["day_of_week"] == pd.Timestamp(target).dayofweek
 
 
@@ -47,7 +47,7 @@ def test_missing_history_is_nan_and_rolling_means_use_the_days_present():
     row = store_day_features(_sales("a", list(range(1, 11))), [dt.date(2026, 6, 10)], {}).iloc[0]
     assert row["lag_7"] == 3
     assert np.isnan(row["lag_14"]) and np.isnan(row["lag_28"])
-    assert row["rolling_mean_28"] == np.mean(range(1, 10))
+    assert row["rolling_mean_28"] == np.mean(range(1, 4))  # days 1 .. 3 end at D-7
 
 
 def test_holiday_of_the_customers_country_and_stockout_flags():

@@ -2,7 +2,9 @@
 
 `golden/feature_outputs.json` was written by `feature_outputs.py` run against the code before
 the change (main at 0d8c2ed): a shuffled input with bad rows of every kind, a missing file and
-a non-UTF-8 file, run as one range and then as one day.
+a non-UTF-8 file, run as one range and then as one day. Rewritten for `store_day_features-v2`
+(issue 39: rolling means ending at lag 7, a 34-day look-back); only the feature partitions'
+hashes, data versions, snapshots and look-back metadata changed.
 """
 
 import json

@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from retrain_assets.features.feature_math import store_day_features
+from retrain_assets.features.feature_math import WINDOWS, store_day_features
 from retrain_assets.features.validation import empty_sales, validate_file
 
 BEFORE = Path(__file__).parent / "data" / "validation_before"
@@ -54,8 +54,12 @@ def test_truthful_faults_give_the_same_rows_records_and_features(reference_sales
     assert (sales.dtypes == empty_sales().dtypes).all()
     pd.testing.assert_frame_equal(sales, reference_sales, check_exact=True)
     features = store_day_features(sales, [LAST], {"acme": "US"})
+    # The saved features predate issue 39's rolling means (ending at lag 7): every other column.
+    rolling = [f"rolling_mean_{window}" for window in WINDOWS]
     pd.testing.assert_frame_equal(
-        features, pd.read_parquet(BEFORE / "features.parquet"), check_exact=True
+        features.drop(columns=rolling),
+        pd.read_parquet(BEFORE / "features.parquet").drop(columns=rolling),
+        check_exact=True,
     )
 
 

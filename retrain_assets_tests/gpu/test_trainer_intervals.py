@@ -41,6 +41,9 @@ def test_intervals_leave_the_model_as_it_was_and_carry_widths_that_cover_new_row
     assert table.windows == 2
     assert table.scores == 3000 * 14 // 60  # the rows of the 14 newest days
     assert 0 < table.halfwidths["80"] < table.halfwidths["95"]
+    # each day ahead 1 .. 7 of the two windows gets its own widths (issue 39)
+    assert sorted(table.by_horizon) == list(range(1, 8))
+    assert all(0 < w["80"] < w["95"] for w in table.by_horizon.values())
     # rows the model never saw, from the same process: the widths cover about their level
     fresh = pd.read_parquet(write_dataset(tmp_path / "fresh.parquet", 4000, seed=99))
     booster = lightgbm.Booster(model_file=str(result.model_path))

@@ -82,6 +82,34 @@ def test_tomorrows_served_features_equal_what_the_asset_publishes_once_it_lands(
     np.testing.assert_array_equal(batch.features, tomorrow[MODEL_FEATURES].to_numpy(float))
 
 
+def test_a_request_a_week_ahead_gets_the_features_the_asset_publishes_for_that_day(tmp_path):
+    """Day latest + 7 by key: the features training computes once it lands (issue 39)."""
+    ahead = HORIZON_DAYS
+    store = ParquetPartitionStore(str(tmp_path))
+    publication, _ = publish(store, SPEC, latest=LATEST)
+    table = build_features(
+        SPEC.name, ParquetHistory(store)(SPEC.name, publication), publication, "US"
+    )
+    later = ParquetPartitionStore(str(tmp_path / "later"))
+    day = LATEST + dt.timedelta(days=ahead)
+    _, landed = publish(later, SPEC, latest=day)
+    that_day = landed[landed["date"] == pd.Timestamp(day)]
+    rows = [
+        {"store_id": s, "item_id": i, "date": day.isoformat(), "price": p, "on_promo": bool(o)}
+        for s, i, p, o in zip(
+            that_day["store_id"],
+            that_day["item_id"],
+            that_day["price"],
+            that_day["on_promo"],
+            strict=True,
+        )
+    ]
+    batch = features_by_key(table, rows_batch({"rows": rows}, 1000))
+    assert batch.horizons == [ahead] * len(rows)
+    assert batch.reasons == [None] * len(rows)
+    np.testing.assert_array_equal(batch.features, that_day[MODEL_FEATURES].to_numpy(float))
+
+
 def test_the_horizon_the_defaults_and_the_rows_without_history(published):
     _, publication, written, table = published
     last = publication.latest + dt.timedelta(days=HORIZON_DAYS)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from retrain_assets.features.training_export import MODEL_FEATURES
-from retrain_assets.prediction_intervals import IntervalTable
+from retrain_assets.prediction_intervals import POOLED, IntervalTable, horizon_calibration
 from retrain_assets.serving.forecaster import Forecaster
 from retrain_assets.serving.inputs import rows_batch
 from retrain_assets.serving.predictor import Predictor
@@ -85,11 +85,43 @@ def test_each_row_carries_its_bounds_at_every_served_level_on_both_routes():
     assert outputs["upper_95"]["data"] == pytest.approx((expected + 9.0).tolist())
     assert outputs["interval_note"]["data"] == [""] * 30
     assert outputs["interval_calibration"]["datatype"] == "BYTES"
-    assert outputs["interval_calibration"]["data"] == ["trainer backtests"] * 30
-    assert {row["interval_calibration"] for row in answered} == {"trainer backtests"}
+    assert outputs["interval_calibration"]["data"] == [POOLED] * 30  # no day ahead: pooled
+    assert {row["interval_calibration"] for row in answered} == {POOLED}
+    assert outputs["horizon_days"]["data"] == [None] * 30  # rows sent with their features
     check_outputs(["lower_95", "interval_note"], forecast.interval_rows().levels)
     names = [o["name"] for o in model_metadata(route(), ("80",))["outputs"]]
     assert names[-4:] == ["lower_80", "upper_80", "interval_note", "interval_calibration"]
+
+
+def test_a_row_days_ahead_gets_the_width_of_that_day_ahead_and_names_it():
+    by_horizon = {1: {"80": 2.0, "95": 5.0}, 7: {"80": 7.0, "95": 12.0}}
+    widths = {**WIDTHS, "1": dataclasses.replace(WIDTHS["1"], by_horizon=by_horizon)}
+    rows, frame = batch(3)
+    rows = dataclasses.replace(rows, horizons=[1, 7, -2])  # the last: a published day
+    table = RouteTable()
+    table.put(route())
+    table.loaded = True
+
+    def models(customer: str, version: str) -> Forecaster:
+        return Forecaster.of(customer, version, BOOSTERS[version], widths[version])
+
+    forecast = Predictor(table, models, FakeLog(), clock=lambda: AT, levels=(80.0, 95.0)).forecast(
+        "acme", rows
+    )
+    expected = BOOSTERS["1"].predict(frame[MODEL_FEATURES])
+    answered = rows_response(forecast)["predictions"]
+    assert [row["horizon_days"] for row in answered] == [1, 7, -2]
+    assert [row["upper_80"] - row["prediction"] for row in answered] == pytest.approx(
+        [2.0, 7.0, 4.0]
+    )
+    assert answered[1]["upper_95"] == pytest.approx(expected[1] + 12.0)
+    assert [row["interval_calibration"] for row in answered] == [
+        horizon_calibration(1),
+        horizon_calibration(7),
+        POOLED,
+    ]
+    outputs = {o["name"]: o for o in infer_response(forecast, "r", None)["outputs"]}
+    assert outputs["horizon_days"]["data"] == [1.0, 7.0, -2.0]
 
 
 def test_an_old_canary_answers_its_rows_without_bounds_and_says_so():
@@ -119,7 +151,7 @@ def test_a_model_without_a_served_level_names_it_and_a_service_without_levels_ad
     assert row["interval_note"] == "model version 3 of acme has no 95 % interval (it carries 80)"
     plain = predictor(route(), levels=()).forecast("acme", rows)
     assert "lower_80" not in rows_response(plain)["predictions"][0]
-    assert len(infer_response(plain, "r", None)["outputs"]) == 9
+    assert len(infer_response(plain, "r", None)["outputs"]) == 10
 
 
 def test_a_first_model_widened_by_the_gate_answers_its_widened_widths_and_says_so():
@@ -138,8 +170,8 @@ def test_a_first_model_widened_by_the_gate_answers_its_widened_widths_and_says_s
         assert row["upper_80"] == pytest.approx(value + 7.5)  # the widened width, not 4.0
         assert row["upper_95"] == pytest.approx(value + 9.0)
         assert row["interval_note"] is None
-        assert row["interval_calibration"] == WIDENED
-        assert calibrations["data"][at] == WIDENED
+        assert row["interval_calibration"] == f"{WIDENED} ({POOLED})"  # and which errors
+        assert calibrations["data"][at] == f"{WIDENED} ({POOLED})"
     assert to_canary.any() and not to_canary.all()
 
 

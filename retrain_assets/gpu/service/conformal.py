@@ -3,9 +3,10 @@
 For each of `windows` origins (every `window_days` days back from the newest training day) the
 model is refit, with the job's own settings, on the rows up to the origin and forecasts the
 `window_days` days after it: the forecast horizon the service answers for (no feature looks
-less than 7 days back). The absolute errors of all windows are the conformity scores
-(`prediction_intervals.IntervalTable.from_scores`). Refits are deterministic like the model
-itself, so a resumed job computes the same widths.
+less than 7 days back, so a row h days after its origin has the features the service computes
+h days past the latest published day). The absolute errors of all windows are the conformity
+scores (`prediction_intervals.IntervalTable.from_scores`), pooled and by day ahead. Refits are
+deterministic like the model itself, so a resumed job computes the same widths.
 """
 
 from __future__ import annotations
@@ -43,14 +44,15 @@ def rolling_origin_scores(
     rounds: int,
     windows: int,
     window_days: int,
-) -> tuple[np.ndarray, int]:
-    """Return the absolute errors of every window's refit, and how many windows had rows.
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """Return every window's absolute errors, each one's day ahead, and the windows with rows.
 
     A window with no rows to train on before its origin, or none after it, is skipped.
     """
     days = days.astype("datetime64[D]")
     newest = days.max()
     scores: list[np.ndarray] = []
+    ahead: list[np.ndarray] = []
     used = 0
     for back in range(windows, 0, -1):  # oldest origin first
         origin = newest - back * window_days * DAY
@@ -65,8 +67,11 @@ def rolling_origin_scores(
         )
         forecast = np.asarray(booster.predict(features[judged], num_threads=1), dtype="float64")
         scores.append(np.abs(labels[judged] - forecast))
+        ahead.append(((days[judged] - origin) // DAY).astype(np.int64))
         used += 1
-    return (np.concatenate(scores) if scores else np.empty(0)), used
+    if not scores:
+        return np.empty(0), np.empty(0, dtype=np.int64), used
+    return np.concatenate(scores), np.concatenate(ahead), used
 
 
 def conformal_intervals(
@@ -83,9 +88,9 @@ def conformal_intervals(
 
     One window's errors would be a single origin's luck (mlforecast also asks for at least 2).
     """
-    scores, used = rolling_origin_scores(
+    scores, ahead, used = rolling_origin_scores(
         features, labels, days, params, rounds, windows, window_days
     )
     if used < 2:
         return ConformalResult(None, used)
-    return ConformalResult(IntervalTable.from_scores(scores, levels, used), used)
+    return ConformalResult(IntervalTable.from_scores(scores, levels, used, ahead), used)
