@@ -1,5 +1,6 @@
 """The gate's coverage of the candidate's prediction intervals on the holdout, and widening."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -86,6 +87,16 @@ def test_widening_takes_each_level_to_the_holdouts_conformal_quantile_and_says_s
     assert "of 1000 holdout actuals" in widened.calibration
     assert "(was 2.7)" in widened.calibration and "7.84 at 95 % (kept)" in widened.calibration
     assert (widened.windows, widened.scores) == (NARROW.windows, NARROW.scores)
+
+
+def test_widened_widths_serve_every_day_ahead_not_the_trainers_day_ahead_ones():
+    by_day = dataclasses.replace(NARROW, by_horizon={3: {"80": 2.0, "95": 6.0}})
+    widened = widen_on_holdout(ACTUAL, FORECAST, by_day)
+    assert widened.by_horizon == {}  # the holdout pools every day ahead
+    width, named = widened.width("80", 3)
+    assert width == widened.halfwidths["80"] > 4.5
+    assert named is not None and named.startswith("widened on the gate's holdout: ")
+    assert named.endswith("(conformal, all days ahead pooled)")
 
 
 def test_too_few_holdout_errors_leave_the_trainers_widths_labelled_uncalibrated():
