@@ -31,7 +31,6 @@ across scenarios.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import datetime as dt
 import os
 import sys
@@ -71,21 +70,11 @@ except ImportError:  # run as a module from the repository root
         seasonal_naive,
         training_rows,
     )
+from retrain_assets.demo.scenarios import HELD_OUT_SEEDS, TUNING_SEEDS, scenario_tenants
 from retrain_assets.demo.simulate import simulated_sales
-from retrain_assets.demo.tenants import DEFAULT_START, DEMO_TENANTS, TenantSpec
+from retrain_assets.demo.tenants import DEFAULT_START, TenantSpec
 from retrain_assets.features.feature_math import store_day_features
 from retrain_assets.prediction_intervals import IntervalRules, conformal_halfwidth, coverage
-
-try:  # the scenario generator, once merged; until then the demo tenants with other seeds
-    from retrain_assets.demo.scenarios import (  # type: ignore[import-not-found, unused-ignore]
-        HELD_OUT_SEEDS,
-        TUNING_SEEDS,
-        scenario_tenants,
-    )
-except ImportError:
-    scenario_tenants = None
-    TUNING_SEEDS = (1, 2, 3)
-    HELD_OUT_SEEDS = (4, 5, 6)
 
 LEVELS = (80, 95)
 FIRST_EVAL_DAY = 166  # demo day of the first judged origin: room for 6 calibration origins
@@ -97,17 +86,8 @@ SHOWN = ("as served", "recursive", "lag-7 windows", "seasonal naive", "mlforecas
 
 
 def bench_scenarios(seeds: Sequence[int]) -> list[tuple[TenantSpec, ...]]:
-    """Return one scenario (a tuple of tenants) per seed.
-
-    `retrain_assets.demo.scenarios.scenario_tenants` when it exists; until then the three demo
-    tenants with their seeds varied (regimes unchanged).
-    """
-    if scenario_tenants is not None:
-        return [scenario_tenants(seed) for seed in seeds]
-    return [
-        tuple(dataclasses.replace(spec, seed=spec.seed + 1000 * seed) for spec in DEMO_TENANTS)
-        for seed in seeds
-    ]
+    """Return one scenario (a tuple of tenants) per seed, from the seeded scenario generator."""
+    return [scenario_tenants(seed) for seed in seeds]
 
 
 def load_tenant(spec: TenantSpec, last: dt.date) -> Tenant:
@@ -324,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     if windows is None and args.seeds == "held-out":
         windows = CHOSEN_WINDOWS
     bounded, used, note = run(seeds, args.origins, windows, lambda s: print(s, file=sys.stderr))
-    source = "scenarios.scenario_tenants" if scenario_tenants else "demo tenants, seeds varied"
+    source = "scenarios.scenario_tenants"
     print(f"{args.seeds} seeds {tuple(seeds)} ({source}); {args.origins} origins from demo day")
     print(f"{FIRST_EVAL_DAY}, weekly; calibration windows ours / mlforecast's {used}: {note}\n")
     print(table(scenario_figures(bounded)))

@@ -17,6 +17,8 @@ import pandas as pd
 import pytest
 
 from retrain_assets.demo.tenants import TenantSpec
+from retrain_assets.features.feature_math import store_day_features
+from retrain_assets.features.lookback import LOOKBACK_DAYS
 from retrain_assets.features.parquet_store import ParquetPartitionStore
 from retrain_assets.features.training_export import MODEL_FEATURES
 from retrain_assets.prediction_intervals import IntervalTable
@@ -28,7 +30,7 @@ from retrain_assets.store.database import transaction
 from retrain_assets.store.migrations import migrate
 from retrain_assets.store.server import PostgresServer, ensure_database
 from retrain_assets_tests.serving.models import train
-from retrain_assets_tests.serving.published import publish
+from retrain_assets_tests.serving.published import publish, simulated_sales
 from retrain_assets_tests.serving.serving_process import (
     TOKEN,
     Client,
@@ -497,6 +499,43 @@ def test_requests_by_key_are_answered_from_the_published_history(service, booste
         assert refused.status_code == 422 and reason in refused.json()["detail"], refused.text
         assert "secret" not in refused.text
     assert log_count(service.app_db, STEADY) == before + 7  # nothing logged for a refusal
+
+
+def test_a_week_ahead_is_forecast_from_what_training_computes_for_that_day(
+    service, boosters, published
+):
+    """No training/serving skew at h = 7, through the running service.
+
+    Once day latest + 7 is published, the asset computes its training row from the days up to
+    it. A request by key for that day made 7 days earlier, with the day's own price and
+    promotion, must get the same prediction from the same model: its features were the same.
+    """
+    _, publication, _ = published
+    served_versions(service, STEADY, "1")
+    booster = boosters[(STEADY, "1")]
+    day = publication.latest + dt.timedelta(days=7)
+    days = [day - dt.timedelta(days=back) for back in range(LOOKBACK_DAYS + 7, -1, -1)]
+    sales = simulated_sales(KEYED_SPEC, days, DROPPED)  # the week to come, as it will land
+    training = store_day_features(sales, [day], {STEADY: KEYED_SPEC.country})
+    assert len(training) > 0 and training["rolling_mean_7"].notna().all()
+    # promoted: the test model then reads rolling_mean_7 (0.3 x it), so a skew in it shows
+    training["on_promo"] = True
+    keys = [
+        {
+            "store_id": row.store_id,
+            "item_id": row.item_id,
+            "date": day.isoformat(),
+            "price": float(row.price),
+            "on_promo": bool(row.on_promo),
+        }
+        for row in training.itertuples()
+    ]
+    answer = service.forecast(STEADY, keys)
+    assert answer.status_code == 200, answer.text
+    rows = answer.json()["predictions"]
+    assert {(r["horizon_days"], r["defaulted"] == []) for r in rows} == {(7, True)}
+    served = np.array([r["prediction"] for r in rows], dtype=float)
+    assert np.allclose(served, booster.predict(training[MODEL_FEATURES]))
 
 
 def triton_inputs(http, columns: dict, binary: bool) -> list:
