@@ -36,6 +36,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 import pandas as pd
@@ -238,6 +239,22 @@ def choose_windows(
     return best, ", ".join(f"{w}: {g:.2%}" for w, g in gaps.items())
 
 
+def _tenant_frames(
+    job: tuple[int, TenantSpec, list[dt.date], list[dt.date], Sequence[int], dt.date],
+) -> tuple[list[pd.DataFrame], float]:
+    """Return one tenant's forecasts by every strategy (a worker process's share) and its time."""
+    seed, spec, origins, judged, counts, last = job
+    started = time.perf_counter()
+    tenant = load_tenant(spec, last)
+    frames = [tenant_forecasts(tenant, origins).assign(scenario=seed)]
+    for count in counts:
+        for origin in judged:
+            frame = mlforecast_pipeline(tenant, origin, count, LEVELS)
+            frame = _with_actuals(frame, tenant, origin)
+            frames.append(frame.assign(scenario=seed, windows=count))
+    return frames, time.perf_counter() - started
+
+
 def run(
     seeds: Sequence[int],
     judged_count: int,
@@ -253,18 +270,20 @@ def run(
     calibration = max(ours, IntervalRules().windows)
     origins = [_day(FIRST_EVAL_DAY - 7 * back) for back in range(calibration, 0, -1)] + judged
     last = judged[-1] + dt.timedelta(days=HORIZON)
+    counts = WINDOW_CHOICES if windows is None else windows[1:]
+    work = [
+        (seed, spec, origins, judged, counts, last)
+        for seed, specs in zip(seeds, bench_scenarios(seeds), strict=True)
+        for spec in specs
+    ]
     frames = []
-    for seed, specs in zip(seeds, bench_scenarios(seeds), strict=True):
-        for spec in specs:
-            started = time.perf_counter()
-            tenant = load_tenant(spec, last)
-            frames.append(tenant_forecasts(tenant, origins).assign(scenario=seed))
-            for count in WINDOW_CHOICES if windows is None else windows[1:]:
-                for origin in judged:
-                    frame = mlforecast_pipeline(tenant, origin, count, LEVELS)
-                    frame = _with_actuals(frame, tenant, origin)
-                    frames.append(frame.assign(scenario=seed, windows=count))
-            log(f"seed {seed} {spec.name}: {time.perf_counter() - started:.1f} s")
+    # one tenant a process, as many as the machine has cores: the tenants are independent
+    with ProcessPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        for (seed, spec, *_), (mine, seconds) in zip(
+            work, pool.map(_tenant_frames, work), strict=True
+        ):
+            frames.extend(mine)
+            log(f"seed {seed} {spec.name}: {seconds:.1f} s")
     forecasts = pd.concat(frames, ignore_index=True)
     if windows is None:
         mine, why_mine = choose_windows(forecasts, judged, PER_H)

@@ -183,6 +183,23 @@ def _mlforecast_frame(tenant: Tenant, first: pd.Timestamp, last: pd.Timestamp) -
     )
 
 
+def _fittable(
+    history: pd.DataFrame, future: pd.DataFrame, end: pd.Timestamp, days: int
+) -> pd.DataFrame:
+    """Keep the series mlforecast can fit and forecast: `days` rows or more, open all week.
+
+    mlforecast refuses a series shorter than its conformal windows need (a store or item that
+    opened lately, in the scenarios), and predicts only with every future day's covariates (a
+    series closing within the week has none); the platform's own strategies forecast them all,
+    so mlforecast's figures cover fewer rows.
+    """
+    counts = history.groupby("unique_id")["ds"].agg(["size", "max"])
+    long_enough = counts.index[(counts["size"] >= days) & (counts["max"] == end)]
+    week = future.groupby("unique_id").size()
+    open_all_week = week.index[week == HORIZON]
+    return history[history["unique_id"].isin(long_enough.intersection(open_all_week))]
+
+
 def mlforecast_pipeline(
     tenant: Tenant, origin: dt.date, windows: int, levels: tuple[int, ...]
 ) -> pd.DataFrame:
@@ -199,7 +216,10 @@ def mlforecast_pipeline(
     end = pd.Timestamp(origin)
     need = max(*LAGS, ANCHOR + max(WINDOWS) - 1)  # days the first trainable day looks back
     start = end - pd.Timedelta(days=TRAIN_DAYS + need - 1)
-    history = _mlforecast_frame(tenant, start, end)
+    future = _mlforecast_frame(tenant, end + pd.Timedelta(days=1), end + pd.Timedelta(days=7))
+    history = _fittable(
+        _mlforecast_frame(tenant, start, end), future, end, windows * HORIZON + need + 1
+    )
     params = lightgbm_params(DEFAULTS)
     params["min_child_samples"] = params.pop("min_data_in_leaf")  # the sklearn spelling
     model = LGBMRegressor(n_estimators=DEFAULTS.num_boost_round, **params)
@@ -217,7 +237,6 @@ def mlforecast_pipeline(
             static_features=[],
             prediction_intervals=PredictionIntervals(n_windows=windows, h=HORIZON),
         )
-        future = _mlforecast_frame(tenant, end + pd.Timedelta(days=1), end + pd.Timedelta(days=7))
         known = history[history["ds"] == end][["unique_id", "on_promo", "price"]]
         future = future.drop(columns=["y", "on_promo", "price"]).merge(known, on="unique_id")
         answer = forecaster.predict(HORIZON, X_df=future, level=list(levels))
