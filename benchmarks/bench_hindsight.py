@@ -19,10 +19,12 @@ With `--seeds`: each seeded scenario (`demo/scenarios.py`: `tuning`, `held-out` 
 as `1,2,5`) for `--days` demo days (default 60: most events fall in days 1 to 60), default
 policy settings; per scenario and then min / median / max over the scenarios, printed as
 Markdown (`hindsight_report.py`). Drift alerts wait for a person, as in the demo, unless
-`--approve-drift`.
+`--approve-drift`. `--rounds` trains fewer boosting rounds through `training_job`'s own
+settings (its `num_boost_round`; everything else as it submits): the seeded sets use 50 to run
+in minutes on 2 cores (BENCHMARKS.md, "Decisions on seeded scenarios").
 
     .venv/bin/python benchmarks/bench_hindsight.py
-    .venv/bin/python benchmarks/bench_hindsight.py --seeds held-out --quiet
+    .venv/bin/python benchmarks/bench_hindsight.py --seeds held-out --rounds 50 --quiet
     .venv/bin/python benchmarks/bench_hindsight.py --seeds 3,4 --days 20 --json /tmp/h.json
 """
 
@@ -82,14 +84,14 @@ def scenarios(seeds: Sequence[int] | None) -> list[Scenario]:
 
 
 def run_scenario(
-    scenario: Scenario, days: int, approve_drift: bool, quiet: bool
+    scenario: Scenario, days: int, approve_drift: bool, quiet: bool, rounds: int | None = None
 ) -> tuple[ScenarioResult, list[Judged]]:
     """Replay one scenario in a temporary folder and judge its decisions."""
     label, tenants, events = scenario
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="hindsight-") as folder:
         say = (lambda _: None) if quiet else print
-        replay = Replay(Path(folder), tenants, days, approve_drift, say)
+        replay = Replay(Path(folder), tenants, days, approve_drift, say, rounds)
         replay.run()
         return result_of(label, replay, events, time.perf_counter() - started)
 
@@ -125,6 +127,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--days", type=int, help=f"demo days (default {DEMO_DAYS}; {SCENARIO_DAYS} with --seeds)"
     )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        help="boosting rounds a training runs, as training_job's num_boost_round (default: its)",
+    )
     parser.add_argument("--approve-drift", action="store_true", help="approve drift alerts at once")
     parser.add_argument(
         "--gate",
@@ -155,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"load before: {load()} ({os.cpu_count()} CPUs); {days} demo days a scenario")
     results, decisions = [], {}
     for scenario in scenarios(args.seeds):
-        result, judged = run_scenario(scenario, days, args.approve_drift, args.quiet)
+        result, judged = run_scenario(scenario, days, args.approve_drift, args.quiet, args.rounds)
         results.append(result)
         decisions[result.label] = judged
         if not args.quiet:

@@ -116,8 +116,12 @@ class Replay:
         days: int,
         approve_drift: bool = False,
         say: Callable[[str], None] = print,
+        rounds: int | None = None,
     ) -> None:
-        """Simulate every tenant's sales and features through `days` + 28 demo days."""
+        """Simulate every tenant's sales and features through `days` + 28 demo days.
+
+        `rounds`: boosting rounds a training runs (None: `training_job`'s default).
+        """
         self.root, self.days, self.approve_drift, self.say = root, days, approve_drift, say
         self.store = ParquetPartitionStore(str(root / "features"))
         self.settings = rollout_settings()
@@ -126,8 +130,9 @@ class Replay:
         self.ticks = max(1, round(self.day_seconds / self.settings.interval_seconds))
         self.margin = gate_margin()
         self.rules = EvidenceRules.from_settings()
-        defaults = TrainingJobConfig()  # one checkpoint a job: the same model, less time
-        self.job = TrainingJobConfig(checkpoint_every=defaults.num_boost_round)
+        rounds = rounds or TrainingJobConfig().num_boost_round
+        # training_job's own settings; one checkpoint a job (the same model, less time)
+        self.job = TrainingJobConfig(num_boost_round=rounds, checkpoint_every=rounds)
         self.holdout_days = self.job.export_holdout_days()
         last = HISTORY_END + dt.timedelta(days=days + HINDSIGHT_DAYS)
         self.features = {spec.name: tenant_features(spec, last) for spec in tenants}
