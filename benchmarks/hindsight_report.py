@@ -5,6 +5,9 @@ days (the others excluded, and counted apart); the worst promotion (the largest 
 a new champion over the one it replaced, next 28 days); the served WAPE of the platform, of an
 oracle and of two baselines on the days the platform served a champion; and how many demo days
 each change of the scenario took to reach the served model.
+
+Served WAPE is over every row of demo days 1 .. days; a regime with no model yet (the platform
+before its first champion) counts the seasonal naive forecast, the gate's last resort.
 """
 
 from __future__ import annotations
@@ -74,7 +77,8 @@ def result_of(
             judge(j, errors, tenant.models)
             judged.append(j)
         candidates = [m for m in tenant.models.values() if m.decided is not None]
-        served = regimes(tenant.served, candidates, tenant.models, NAIVE, errors)
+        days = [HISTORY_END + dt.timedelta(days=k) for k in range(1, replay.days + 1)]
+        served = regimes(days, tenant.served, candidates, tenant.models, NAIVE, errors)
         for name, by_day in served.items():
             error, volume = errors.served(by_day)
             totals[name][0] += error
@@ -123,6 +127,12 @@ def _lag_text(r: ScenarioResult) -> str:
     return f"{shown} ({r.unreached} of {r.changes} never)"
 
 
+def _worst_text(r: ScenarioResult) -> str:
+    if not r.promotions:
+        return "none (0)"
+    return f"{r.worst_promotion:+.1%} ({r.promotions})"
+
+
 def _kind_text(r: ScenarioResult, kind: str) -> str:
     right, of = r.by_kind.get(kind, (0, 0))
     return f"{right}/{of}" if of else "-"
@@ -132,7 +142,8 @@ def table(results: Sequence[ScenarioResult]) -> str:
     """Return one Markdown row per scenario."""
     lines = [
         "| scenario | tenants; series | decisions right (> 2 % apart) | gate / deploy / canary "
-        "right | within 2 % (not counted) | worst promotion (of n) | served WAPE: platform | "
+        "right | within 2 % (not counted) | worst promotion (of n) | served WAPE, demo days 1..N: "
+        "platform | "
         "oracle | never retrain | always newest | change reached served model, days: median / "
         "max | trainings; drift alerts left waiting | wall s |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
@@ -141,8 +152,8 @@ def table(results: Sequence[ScenarioResult]) -> str:
         lines.append(
             f"| {r.label} | {r.tenants}; {r.series} | {r.right} of {r.decisions} "
             f"({r.share:.0%}) | {_kind_text(r, 'gate')} / {_kind_text(r, 'deploy')} / "
-            f"{_kind_text(r, 'canary')} | {r.excluded} | {r.worst_promotion:+.1%} "
-            f"({r.promotions}) | {r.served['platform']:.4f} | {r.served['oracle']:.4f} | "
+            f"{_kind_text(r, 'canary')} | {r.excluded} | {_worst_text(r)} | "
+            f"{r.served['platform']:.4f} | {r.served['oracle']:.4f} | "
             f"{r.served['never']:.4f} | {r.served['newest']:.4f} | {_lag_text(r)} | "
             f"{r.trainings}; {r.alerts} | {r.wall:.0f} |"
         )

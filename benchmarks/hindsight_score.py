@@ -128,28 +128,28 @@ def judge(judged: Judged, errors: DailyErrors, models: Mapping[str, Model]) -> N
 
 
 def regimes(
+    days: Sequence[dt.date],
     served: Mapping[dt.date, str],
     candidates: Sequence[Model],
     models: Mapping[str, Model],
     naive: Model,
     errors: DailyErrors,
 ) -> dict[str, dict[dt.date, Model]]:
-    """Return what each regime serves on the days the platform served a champion.
+    """Return what each regime serves on each of `days` (seasonal naive where it has no model).
 
-    platform: its champions. oracle: starting from seasonal naive, each trained candidate
-    replaces the model it serves from the next day whenever it forecasts the next 28 days
-    better (hindsight). never: the platform's first champion, never replaced. newest: each
-    candidate from the day after it was trained, gate or no gate.
+    platform: its champion of the day. oracle: starting from seasonal naive, each trained
+    candidate replaces the model it serves from the next day whenever it forecasts the next 28
+    days better (hindsight). never: the platform's first champion from its first day, never
+    replaced. newest: each candidate from the day after it was trained, gate or no gate.
     """
-    days = sorted(served)
-    platform = {day: models[served[day]] for day in days}
-    first = platform[days[0]] if days else naive
+    platform = {day: models[served[day]] if day in served else naive for day in days}
+    first = [(day, models[served[day]]) for day in sorted(served)][:1]
     oracle = _switches(candidates, naive, errors, hindsight=True)
     newest = _switches(candidates, naive, errors, hindsight=False)
     return {
         "platform": platform,
         "oracle": {day: _serving(oracle, day, naive) for day in days},
-        "never": {day: first for day in days},
+        "never": {day: _serving(first, day, naive) for day in days},
         "newest": {day: _serving(newest, day, naive) for day in days},
     }
 
