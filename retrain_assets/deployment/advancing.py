@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from mlflow.exceptions import MlflowException
 
@@ -153,37 +154,62 @@ def advance_rollouts(
     return report
 
 
-def _started(active: ActiveRollout) -> dt.datetime | None:
-    """Return when the step's current wait began (its start, or its last extension)."""
-    payload = active.pointer.payload if active.pointer else {}
-    return timer_start(payload) if payload.get("step_started_at") else None
-
-
-def _in_step(active: ActiveRollout, canaries: set[str]) -> bool:
-    """Return True when the pointer is in a canary step it has already entered."""
-    p = active.pointer
-    return p is not None and p.state in canaries and p.payload.get("step") == p.state
+def _payload(active: ActiveRollout) -> tuple[str | None, Mapping[str, Any]]:
+    """Return the rollout's state and payload (None, {}: no machine run)."""
+    pointer = active.pointer
+    return (pointer.state, pointer.payload) if pointer else (None, {})
 
 
 def _analysing(
     active: ActiveRollout, now: dt.datetime, settings: RolloutSettings, canaries: set[str]
 ) -> bool:
     """Return True when the current canary step has run its minimum time."""
-    started = _started(active)
-    return (
-        _in_step(active, canaries)
-        and started is not None
-        and (now - started).total_seconds() >= settings.step_seconds
-    )
+    state, payload = _payload(active)
+    return analysis_due(state, payload, now, settings, canaries)
 
 
 def _due(
     active: ActiveRollout, now: dt.datetime, settings: RolloutSettings, canaries: set[str]
 ) -> bool:
     """Return True when an advance would do something: all but a step inside its timer."""
-    if active.rollout.abort_reason or not _in_step(active, canaries):
+    state, payload = _payload(active)
+    return advance_due(state, payload, now, settings, canaries, bool(active.rollout.abort_reason))
+
+
+def in_step(state: str | None, payload: Mapping[str, Any], canaries: Collection[str]) -> bool:
+    """Return True when `state` is a canary step the rollout has already entered."""
+    return state in canaries and payload.get("step") == state
+
+
+def analysis_due(
+    state: str | None,
+    payload: Mapping[str, Any],
+    now: dt.datetime,
+    settings: RolloutSettings,
+    canaries: Collection[str],
+) -> bool:
+    """Return True when the current canary step has run its minimum time: observe it now.
+
+    Pure (the pointer's state and payload), so the decision benchmark times its steps as the
+    controller does.
+    """
+    if not in_step(state, payload, canaries) or not payload.get("step_started_at"):
+        return False
+    return (now - timer_start(payload)).total_seconds() >= settings.step_seconds
+
+
+def advance_due(
+    state: str | None,
+    payload: Mapping[str, Any],
+    now: dt.datetime,
+    settings: RolloutSettings,
+    canaries: Collection[str],
+    aborted: bool,
+) -> bool:
+    """Return True when an advance would do something: all but a step inside its timer."""
+    if aborted or not in_step(state, payload, canaries):
         return True
-    return _analysing(active, now, settings, canaries)
+    return analysis_due(state, payload, now, settings, canaries)
 
 
 def _close_ended(

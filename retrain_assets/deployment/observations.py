@@ -81,22 +81,54 @@ def observe(
     volume = rows_per_day or {}
     found = {}
     for step in due:
-        requests, errors, nonfinite = counts.get(step.rollout_id, (0, 0, 0))
-        rows, canary, champion = scores.get(step.rollout_id, (0, None, None))
-        found[step.rollout_id] = StepObservation(
-            step=step.step,
-            canary_requests=requests,
-            canary_errors=errors,
-            canary_nonfinite=nonfinite,
-            rows_with_actuals=rows,
-            canary_wape=canary,
-            champion_wape=champion,
-            quality_read=step.rollout_id in judged,
-            pairs=_pairs(kept, step.rollout_id) if keep_pairs else None,
-            rows_per_day=float(volume.get(step.customer, 0.0)),
-            canary_coverage=covered.get(step.rollout_id),
+        found[step.rollout_id] = step_observation(
+            step,
+            counts.get(step.rollout_id, (0, 0, 0)),
+            scores.get(step.rollout_id, (0, None, None)),
+            min_predictions,
+            _pairs(kept, step.rollout_id) if keep_pairs else None,
+            float(volume.get(step.customer, 0.0)),
+            covered.get(step.rollout_id),
         )
     return found
+
+
+Scored = tuple[int, float | None, float | None]  # rows with actuals, canary WAPE, champion WAPE
+
+
+def step_observation(
+    step: DueStep,
+    counts: tuple[int, int, int],
+    scored: Scored,
+    min_predictions: int,
+    pairs: pd.DataFrame | None = None,
+    rows_per_day: float = 0.0,
+    coverage: Mapping[str, float] | None = None,
+) -> StepObservation:
+    """Return one step's observation from its counts and its pairs' scores (`score_joined`).
+
+    `counts`: the step's canary predictions, errors and non-finite ones. Quality is read only
+    once the step has `min_predictions` predictions; before that the rows count as unread.
+    Pure, so the decision benchmark observes a step as the controller does.
+    """
+    requests, errors, nonfinite = counts
+    read = requests >= min_predictions
+    rows, canary, champion = scored if read else (0, None, None)
+    if pairs is not None and not read:
+        pairs = pd.DataFrame(columns=PAIR_COLUMNS)
+    return StepObservation(
+        step=step.step,
+        canary_requests=requests,
+        canary_errors=errors,
+        canary_nonfinite=nonfinite,
+        rows_with_actuals=rows,
+        canary_wape=canary,
+        champion_wape=champion,
+        quality_read=read,
+        pairs=pairs,
+        rows_per_day=rows_per_day,
+        canary_coverage=coverage,
+    )
 
 
 def step_counts(url: str, due: Sequence[DueStep]) -> dict[int, tuple[int, int, int]]:

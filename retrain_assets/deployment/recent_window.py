@@ -52,7 +52,17 @@ def recent_window(
     with_rows = sorted(d for d, r in published.items() if r.rows_per_customer.get(customer))
     if not with_rows:
         raise LookupError(f"no published store_day_features day has rows of {customer}")
-    end = holdout_end(store, customer, run_key)
+    return choose_days(with_rows, holdout_end(store, customer, run_key), days, run_key)
+
+
+def choose_days(
+    with_rows: list[dt.date], end: dt.date | None, days: int, run_key: str
+) -> ScoringWindow:
+    """Return the `days` newest of `with_rows` (sorted), only those after `end` if any are.
+
+    `end`: the last day of the candidate's holdout (None: not known here). The decision
+    benchmark calls this too, with the days it published.
+    """
     newer = [d for d in with_rows if end is not None and d > end]
     if newer:
         chosen = newer[-days:]

@@ -319,7 +319,7 @@ def _visit(
         prefetched=MappingProxyType(prefetched),
     )
     step = run_transition(state, context)
-    target, stays = _route(p.state, state, step)
+    target, stays = route(p.state, state, step)
     payload.update(step.payload)
     visits = {**p.visits, p.state: visit}
     note = step.note
@@ -407,8 +407,12 @@ def _check_step(state: State, step: object) -> None:
     json.dumps(dict(step.payload), allow_nan=False)  # what jsonb will accept
 
 
-def _route(name: str, state: State, step: Step) -> tuple[str, bool]:
-    """Return the next state and whether the advance stops here (a yield)."""
+def route(name: str, state: State, step: Step) -> tuple[str, bool]:
+    """Return the next state and whether the advance stops here (a yield).
+
+    Public so that a driver without the database (the decision benchmark) routes a step
+    through the table exactly as the engine does.
+    """
     if step.yielded:
         return name, True
     if step.branch is not None:

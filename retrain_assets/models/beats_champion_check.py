@@ -27,10 +27,10 @@ from retrain_assets.asset_keys import MODEL_CANDIDATE
 from retrain_assets.customers import CUSTOMERS, customer_of
 from retrain_assets.features.evidence import EVIDENCE_COLUMNS, EvidenceRules, judge_parts
 from retrain_assets.features.parquet_store import PartitionStorage
-from retrain_assets.features.training_export import LABEL, read_export_part, read_holdout
+from retrain_assets.features.training_export import read_export_part, read_holdout
 from retrain_assets.models.candidates import CandidateTable
-from retrain_assets.models.gate import GateMetadata, booster_predictor, gate_rule, judge_gate
-from retrain_assets.models.gate_coverage import judge_intervals
+from retrain_assets.models.gate import GateMetadata, booster_predictor, gate_rule
+from retrain_assets.models.gate_decision import decide_gate
 from retrain_assets.models.gate_evidence import GateRules
 from retrain_assets.models.gate_results import GateResult, record_gate_result
 from retrain_assets.models.handoff_errors import doing, snapshot_window
@@ -100,8 +100,9 @@ def beats_champion(
             holdout,
             evidence_rules,
         )
+    trainer = IntervalTable.from_metrics(candidate.metrics)
     with doing("scoring the candidate and its reference on the holdout", customer, key, window):
-        outcome = judge_gate(
+        gated = decide_gate(
             holdout,
             booster_predictor(booster),
             chosen.model,
@@ -110,18 +111,8 @@ def beats_champion(
             GateRules.from_settings(),
             evidence_rules,
             gate_rule(),
-        )
-    trainer = IntervalTable.from_metrics(candidate.metrics)
-    with doing(
-        "judging the candidate's prediction intervals on the holdout", customer, key, window
-    ):
-        gated = judge_intervals(
-            outcome,
-            holdout[LABEL].to_numpy(dtype=float),
-            booster_predictor(booster)(holdout),
             trainer,
             coverage_tolerance(),
-            first_model=chosen.model is None,
         )
     outcome = gated.outcome
     verdict, shown = outcome.verdict, outcome.metadata

@@ -11,6 +11,8 @@ go into the deployment's MLflow run (dagster-mlflow), the one its decision will 
 import math
 
 import dagster as dg
+import numpy as np
+import pandas as pd
 from dagster_mlflow.resources import MlFlow
 
 from retrain_assets.customers import CUSTOMERS
@@ -19,16 +21,12 @@ from retrain_assets.deployment.rollout_settings import rollout_settings
 from retrain_assets.deployment.tracking import active_run_id
 from retrain_assets.deployment.versions import challenger_of
 from retrain_assets.features.parquet_store import PartitionStorage
-from retrain_assets.models.gate import (
-    GateMetadata,
-    ReferenceModel,
-    booster_predictor,
-    judge_candidate,
-)
+from retrain_assets.models.deploy_gate import judge_deploy
+from retrain_assets.models.gate import Predict, ReferenceModel, booster_predictor
 from retrain_assets.models.gate_results import GateResult, record_gate_result
 from retrain_assets.models.registered_model_asset import registered_model
 from retrain_assets.models.scoring import Verdict
-from retrain_assets.registry.mlflow_registry import CHAMPION, model_name
+from retrain_assets.registry.mlflow_registry import CHAMPION, MlflowRegistry, model_name
 from retrain_assets.registry.resource import MlflowRegistryResource
 from retrain_assets.store.resource import ProjectDatabase
 
@@ -63,34 +61,23 @@ def challenger_beats_champion_now(
         url, partition_storage.store(), customer, challenger.run_key, settings.check_days
     )
     rows = window_rows(partition_storage.store(), customer, window)
-    if champion_version == challenger.version:
-        verdict = Verdict(
-            False,
-            math.nan,
-            math.nan,
-            challenger.label,
-            settings.deploy_margin,
-            f"{challenger.label} is already the champion: nothing to deploy",
+    champion = None
+    if champion_version is not None and champion_version != challenger.version:
+        champion = ReferenceModel(
+            f"champion {model_name(customer)} v{champion_version}",
+            booster_predictor(registry.load_version(customer, champion_version)),
+            CHAMPION,
+            champion_version,
         )
-        shown: GateMetadata = {"reason": verdict.reason}
-    else:
-        booster = registry.load_version(customer, challenger.version)
-        champion = None
-        if champion_version is not None:
-            champion_model = registry.load_version(customer, champion_version)
-            champion = ReferenceModel(
-                f"champion {model_name(customer)} v{champion_version}",
-                booster_predictor(champion_model),
-                CHAMPION,
-                champion_version,
-            )
-        outcome = judge_candidate(
-            rows,
-            booster_predictor(booster),
-            champion,
-            settings.deploy_margin,
-        )
-        verdict, shown = outcome.verdict, outcome.metadata
+    outcome = judge_deploy(
+        rows,
+        _lazy_predictor(registry, customer, challenger.version),
+        champion,
+        settings.deploy_margin,
+        challenger.label,
+        already_champion=champion_version == challenger.version,
+    )
+    verdict, shown = outcome.verdict, outcome.metadata
     gate_result_id = record_gate_result(
         url,
         GateResult(
@@ -128,6 +115,18 @@ def challenger_beats_champion_now(
             "mlflow_run_id": active_run_id(deployment_mlflow),
         },
     )
+
+
+def _lazy_predictor(registry: MlflowRegistry, customer: str, version: str) -> Predict:
+    """Return the version's forecaster, loading it on first use (not for an already-champion)."""
+    loaded: list[Predict] = []
+
+    def predict(frame: pd.DataFrame) -> np.ndarray:
+        if not loaded:
+            loaded.append(booster_predictor(registry.load_version(customer, version)))
+        return loaded[0](frame)
+
+    return predict
 
 
 def _log_scores(

@@ -113,6 +113,25 @@ class TrainingJobConfig(dg.Config):
         }
 
 
+def job_spec(config: TrainingJobConfig, customer: str) -> dict[str, object]:
+    """Return the GPU job's spec but its dataset: the columns, LightGBM settings and intervals.
+
+    The decision benchmark trains with this too, so it trains what the platform trains.
+    """
+    trained = config.training_config()
+    spec: dict[str, object] = {
+        "customer": customer,
+        "label": LABEL,
+        "features": MODEL_FEATURES,
+        "params": trained["params"],
+        "checkpoint_every": config.checkpoint_every,
+        **({"faults": config.faults.as_spec()} if config.faults else {}),
+    }
+    if trained["intervals"] is not None:  # the trainer computes the widths the model carries
+        spec["intervals"] = trained["intervals"]
+    return spec
+
+
 def _day(text: str | None) -> dt.date | None:
     return dt.date.fromisoformat(text) if text else None
 
@@ -153,17 +172,7 @@ def training_job(
     frame = customer_rows(partition_storage.store(), customer, ref)
     holdout_days = config.export_holdout_days()
     evidence = judge_snapshot(db_url, partition_storage.store(), customer, ref, frame, holdout_days)
-    spec: dict[str, object] = {
-        "customer": customer,
-        "label": LABEL,
-        "features": MODEL_FEATURES,
-        "params": config.training_config()["params"],
-        "checkpoint_every": config.checkpoint_every,
-        **({"faults": config.faults.as_spec()} if config.faults else {}),
-    }
-    intervals = config.training_config()["intervals"]
-    if intervals is not None:  # the trainer computes the widths the model carries
-        spec["intervals"] = intervals
+    spec = job_spec(config, customer)
     machine = training_machine()
     judged = evidence.as_metadata()
     if not evidence.enough:  # refused by the machine's INITIAL, recorded, nothing exported

@@ -20,6 +20,7 @@ from retrain_assets.asset_keys import MODEL_CANDIDATE
 from retrain_assets.customers import CUSTOMERS
 from retrain_assets.features.training_export import LABEL, MODEL_FEATURES
 from retrain_assets.models import beats_champion_check as check
+from retrain_assets.models import gate_decision
 from retrain_assets.models.gate import SEASONAL_NAIVE, GateOutcome, ReferenceModel
 from retrain_assets.models.reference import ChosenReference
 from retrain_assets.models.scoring import Verdict
@@ -126,11 +127,11 @@ def run_check(
         "read_holdout": lambda store, customer, key: HOLDOUT,
         "read_export_part": lambda *args: HOLDOUT,
         "judge_parts": lambda *args: None,
-        "judge_gate": lambda *args: wape_pass(reference),
         "record_gate_result": lambda url, result: recorded.append(result),
     }
     for name, fake in seams.items():
         monkeypatch.setattr(check, name, fake)
+    monkeypatch.setattr(gate_decision, "judge_gate", lambda *args: wape_pass(reference))
     resources = {
         "project_db": Resource("postgresql://fake"),
         "partition_storage": Resource("/fake"),
