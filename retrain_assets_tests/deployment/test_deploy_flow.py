@@ -66,7 +66,7 @@ def advance(world):
 def test_first_deployment_then_a_better_challenger_rolls_out_and_is_promoted(registry_world):
     world = registry_world
     registry, name = world.registry(), model_name(world.customer)
-    first = world.register("rk-first", rounds=15, train_days=(28, 45))
+    first = world.register("rk-first", rounds=10, train_days=(28, 45))
     result = world.run(DEPLOY)
     assert result.success, result.get_step_failure_events()
     check = check_of(result)
@@ -183,7 +183,7 @@ def test_a_failing_deploy_time_check_blocks_the_deployment_and_a_later_run_alone
 def test_a_rollout_aborted_by_hand_is_rolled_back_with_who_and_why(registry_world, capsys):
     world = registry_world
     registry = world.registry()
-    first = world.register("rk-first", rounds=15, train_days=(28, 45))
+    first = world.register("rk-first", rounds=10, train_days=(28, 45))
     assert world.run(DEPLOY).success
     second = world.register("rk-second", rounds=120)
     assert world.run(DEPLOY).success
