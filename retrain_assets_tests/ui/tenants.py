@@ -1,6 +1,6 @@
 """Small tenants landed into the shared platform, one per journey, and their feature days.
 
-Every journey lands the same 49 days (so no day's sales file is missing for any of them) and
+Every journey lands the same days (so no day's sales file is missing for any of them) and
 publishes what it needs itself; tenants are uniquely named, so a journey reads only its own
 customers' runs, checks and verdicts even though the platform is shared.
 """
@@ -12,13 +12,16 @@ import uuid
 
 from retrain_assets.demo.simulate import land_tenant
 from retrain_assets.demo.tenants import TenantSpec
+from retrain_assets.features.lookback import LOOKBACK_DAYS
 from retrain_assets_tests.support.platform import RunningPlatform
 from retrain_assets_tests.support.waiting import wait_until
 
 FIRST_LANDED = dt.date(2026, 10, 1)
-LANDED_DAYS = 49  # through 2026-11-18
-FIRST_FEATURE_DAY = "2026-10-29"  # the first day with 28 days of sales before it
-LAST_DAY = "2026-11-18"
+FEATURE_DAYS = 21  # published feature days: three weeks to train and judge on
+LANDED_DAYS = LOOKBACK_DAYS + FEATURE_DAYS
+# the first day with its whole look-back of sales before it, and the last landed day
+FIRST_FEATURE_DAY = (FIRST_LANDED + dt.timedelta(days=LOOKBACK_DAYS)).isoformat()
+LAST_DAY = (FIRST_LANDED + dt.timedelta(days=LANDED_DAYS - 1)).isoformat()
 
 
 def land(platform: RunningPlatform, purpose: str) -> str:

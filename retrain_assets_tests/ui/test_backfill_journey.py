@@ -1,23 +1,27 @@
 """Journey (a): a feature backfill launched from the asset page finishes and trains nothing."""
 
+import datetime as dt
 import time
 
 import pytest
 
-from retrain_assets_tests.support.ui_actions import backfill_runs, days, publish_days
+from retrain_assets_tests.support.ui_actions import backfill_runs, publish_days
 from retrain_assets_tests.ui.dagster_ui import (
     choose_day_range,
     follow_backfill,
     launch_backfill,
     open_materialize_dialog,
 )
-from retrain_assets_tests.ui.tenants import FIRST_LANDED, land
+from retrain_assets_tests.ui.tenants import FIRST_FEATURE_DAY, FIRST_LANDED, land
 
 pytestmark = [pytest.mark.system, pytest.mark.browser]
 
 FEATURE_ASSETS = {"sales", "store_day_features"}
-WEEK = ("2026-10-29", "2026-11-04")
-WEEK_DAYS = days(29, 31, "2026-10") + days(1, 4, "2026-11")
+# the first week of feature days (each with its whole look-back landed)
+WEEK_DAYS = [
+    (dt.date.fromisoformat(FIRST_FEATURE_DAY) + dt.timedelta(days=i)).isoformat() for i in range(7)
+]
+WEEK = (WEEK_DAYS[0], WEEK_DAYS[-1])
 RUNS_SINCE = """
 query Runs($since: Float!) {
   runsOrError(filter: {createdAfter: $since}) { ... on Runs { results {
@@ -53,7 +57,7 @@ def test_a_week_of_features_backfilled_from_the_asset_page_finishes_and_trains_n
 ):
     platform = ui_platform
     customer = land(platform, "backfill")
-    publish_days(platform, "sales", FIRST_LANDED.isoformat(), WEEK[1])  # the 28-day look-back
+    publish_days(platform, "sales", FIRST_LANDED.isoformat(), WEEK[1])  # the look-back
     launched_at = time.time()
 
     dialog = open_materialize_dialog(journey, "store_day_features")
