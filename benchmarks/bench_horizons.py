@@ -40,37 +40,21 @@ from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 import pandas as pd
+from horizon_strategies import (
+    HORIZON,
+    Tenant,
+    anchored,
+    as_served,
+    feature_cost,
+    fit_booster,
+    full_information,
+    lag1_rolling,
+    mlforecast_pipeline,
+    recursive,
+    seasonal_naive,
+    training_rows,
+)
 
-try:
-    from horizon_strategies import (  # type: ignore[import-not-found]
-        HORIZON,
-        Tenant,
-        anchored,
-        as_served,
-        feature_cost,
-        fit_booster,
-        full_information,
-        lag1_rolling,
-        mlforecast_pipeline,
-        recursive,
-        seasonal_naive,
-        training_rows,
-    )
-except ImportError:  # run as a module from the repository root
-    from benchmarks.horizon_strategies import (
-        HORIZON,
-        Tenant,
-        anchored,
-        as_served,
-        feature_cost,
-        fit_booster,
-        full_information,
-        lag1_rolling,
-        mlforecast_pipeline,
-        recursive,
-        seasonal_naive,
-        training_rows,
-    )
 from retrain_assets.demo.scenarios import HELD_OUT_SEEDS, TUNING_SEEDS, scenario_tenants
 from retrain_assets.demo.simulate import simulated_sales
 from retrain_assets.demo.tenants import DEFAULT_START, TenantSpec
