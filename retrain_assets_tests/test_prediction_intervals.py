@@ -36,7 +36,7 @@ def test_levels_parse_sorted_and_bad_ones_are_named(monkeypatch: pytest.MonkeyPa
 
 
 def test_rules_and_tolerance_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert IntervalRules.from_settings() == IntervalRules((80.0, 95.0), 2, 7)
+    assert IntervalRules.from_settings() == IntervalRules((80.0, 95.0), 3, 7)
     monkeypatch.setenv("RETRAIN_INTERVAL_LEVELS", "90")
     monkeypatch.setenv("RETRAIN_INTERVAL_WINDOWS", "4")
     assert IntervalRules.from_settings().as_spec() == {

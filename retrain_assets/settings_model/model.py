@@ -358,7 +358,7 @@ class RetrainSettings(BaseSettings):
         },
     )
     interval_windows: int = Field(
-        2, ge=2, le=12, description="rolling-origin refits whose errors give the intervals' widths"
+        3, ge=2, le=12, description="rolling-origin refits whose errors give the intervals' widths"
     )
     interval_window_days: int = Field(
         7, ge=1, le=28, description="days each rolling-origin refit forecasts"
