@@ -11,6 +11,11 @@ events. Dagster 1.13.27 stores every runless evaluation as a row keyed (asset, c
 "", partition) under a unique index, so a partition's second runless evaluation fails with a
 unique violation on its own PostgreSQL storage. Inside a run the key holds the run's id: one
 run reports every customer whose verdict changed, each evaluation a new row, the latest shown.
+
+The sensor executes that run in its own tick, in process (`report_in_process`): a report is a
+few queries and inserts, and a run process of its own (Dagster's spawn, its imports) cost about
+5 CPU-s each, 45 % of every run the test suite's platforms launched (docs/tests.md). A report run
+the code server died in is left STARTED by nothing else: the next report marks it failed.
 """
 
 from collections.abc import Iterator, Mapping
@@ -25,6 +30,9 @@ from retrain_assets.models.freshness_check import CHECK_KEY, Target, check_evalu
 from retrain_assets.store.resource import ProjectDatabase
 
 JOB_NAME = "serving_freshness_job"
+REPORTER_TAG = "retrain/reported_by"  # on the runs the sensor executes in process
+REPORTER = "serving_report"
+ORPHAN_AFTER_SECONDS = 600.0  # a report takes seconds; one unfinished this long lost its process
 MOVE_KEY = "champion_move_id"  # the metadata entry of `deployed_model` naming the move shown
 UNFINISHED = [
     dg.DagsterRunStatus.QUEUED,
@@ -140,10 +148,36 @@ def unreported(verdicts: Mapping[str, Freshness], now: Mapping[str, Shown]) -> l
     return [c for c, v in sorted(verdicts.items()) if not is_shown(v, now.get(c, Shown()))]
 
 
-def report_in_flight(instance: dg.DagsterInstance) -> bool:
-    """Return whether a run of `serving_freshness_job` is queued or in progress."""
-    return bool(
-        instance.get_run_records(dg.RunsFilter(job_name=JOB_NAME, statuses=UNFINISHED), limit=1)
+def fail_orphaned_reports(instance: dg.DagsterInstance, now: float) -> list[str]:
+    """Mark failed the in-process report runs left unfinished; return their run ids.
+
+    A report run executes inside a sensor tick, so one still unfinished long after it started
+    died with its code server: nothing else would ever end it, and the UI would show it running.
+    """
+    records = instance.get_run_records(
+        dg.RunsFilter(job_name=JOB_NAME, statuses=UNFINISHED, tags={REPORTER_TAG: REPORTER})
+    )
+    orphans = [
+        r.dagster_run
+        for r in records
+        if now - (r.start_time or r.create_timestamp.timestamp()) > ORPHAN_AFTER_SECONDS
+    ]
+    for run in orphans:
+        instance.report_run_failed(
+            run, "its code server stopped during the report; the next report says it again"
+        )
+    return [run.run_id for run in orphans]
+
+
+def report_in_process(
+    instance: dg.DagsterInstance, project_db: ProjectDatabase
+) -> dg.ExecuteInProcessResult:
+    """Execute `serving_freshness_job` in this process, as a run stored on `instance`."""
+    return serving_freshness_job.execute_in_process(
+        instance=instance,
+        resources={"project_db": project_db},
+        tags={REPORTER_TAG: REPORTER},
+        raise_on_error=False,
     )
 
 
@@ -155,14 +189,23 @@ def report_in_flight(instance: dg.DagsterInstance) -> bool:
 def report_serving_freshness(
     context: dg.OpExecutionContext, project_db: ProjectDatabase
 ) -> Iterator[dg.AssetCheckEvaluation]:
-    """Judge every customer now and yield the verdicts Dagster does not show."""
+    """Judge every customer now and yield the verdicts Dagster does not show.
+
+    A customer whose champion move is not materialized yet waits: its verdict would be aimed at
+    the materialization it replaces, which the UI shows as "missing". The sensor's tick
+    materializes the move, and the next report aims the verdict at it.
+    """
     customers = sorted(context.instance.get_dynamic_partitions(CUSTOMER_PARTITIONS))
     verdicts = judge_freshness(project_db.connection_url(), customers)
     now = shown(context.instance)
-    changed = unreported(verdicts, now)
+    waiting = set(unmaterialized(verdicts, now))
+    changed = [c for c in unreported(verdicts, now) if c not in waiting]
     for customer in changed:
         yield check_evaluation(verdicts[customer], now.get(customer, Shown()).materialization)
-    context.log.info(f"{len(changed)} of {len(customers)} verdict(s) reported: {changed[:20]}")
+    context.log.info(
+        f"{len(changed)} of {len(customers)} verdict(s) reported: {changed[:20]}"
+        + f"; {len(waiting)} wait for their champion move's materialization" * bool(waiting)
+    )
 
 
 @dg.job(

@@ -177,8 +177,8 @@ class RetrainSettings(BaseSettings):
         60,
         ge=1,
         description="`serving_report` tick interval: materializes `deployed_model` when a "
-        "champion moves and requests `serving_freshness_job` when a `serving_model_fresh` "
-        "verdict changed",
+        "champion moves and reports each changed `serving_model_fresh` verdict in a "
+        "`serving_freshness_job` run it executes itself, in process",
     )
 
     # Training: the run key, MLflow, retries and the backends.

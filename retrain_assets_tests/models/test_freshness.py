@@ -8,15 +8,25 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import time
+from dataclasses import dataclass
 
 import dagster as dg
 import pytest
 
 from retrain_assets.automation.serving_report import serving_report
 from retrain_assets.customers import CUSTOMER_PARTITIONS
+from retrain_assets.models import freshness_report
 from retrain_assets.models.freshness import judge_freshness
 from retrain_assets.models.freshness_check import CHECK_KEY
-from retrain_assets.models.freshness_report import serving_freshness_job
+from retrain_assets.models.freshness_report import (
+    JOB_NAME,
+    ORPHAN_AFTER_SECONDS,
+    REPORTER,
+    REPORTER_TAG,
+    fail_orphaned_reports,
+    serving_freshness_job,
+)
 from retrain_assets.runtime.serving_status import serving_lines
 from retrain_assets.store.database import transaction
 from retrain_assets.store.resource import ProjectDatabase
@@ -157,44 +167,61 @@ def test_a_rolled_back_challenger_and_a_failed_training_are_named(world):
     assert "its last challenger 2 was rolled back: canary WAPE 0.3 vs 0.2" in reason
 
 
-def evaluate(db: str, instance: dg.DagsterInstance) -> dg.SensorResult:
-    """Evaluate the `serving_report` sensor as the daemon does, storing nothing."""
+@dataclass(frozen=True)
+class Tick:
+    """One evaluation of the sensor: its result, and what its in-process report run stored."""
+
+    result: dg.SensorResult
+    reported: dict[str, dg.AssetCheckEvaluation]  # by partition
+    runs: int  # report runs it executed
+
+    @property
+    def materialized(self) -> list[str]:
+        return [e.partition for e in self.result.asset_events]
+
+    @property
+    def reason(self) -> str:
+        return self.result.skip_reason.skip_message if self.result.skip_reason else ""
+
+
+def report_runs(instance: dg.DagsterInstance) -> list[str]:
+    return [r.run_id for r in instance.get_runs(dg.RunsFilter(job_name=JOB_NAME))]
+
+
+def evaluate(db: str, instance: dg.DagsterInstance) -> Tick:
+    """Evaluate the `serving_report` sensor as the daemon does; store none of its events."""
+    before = set(report_runs(instance))
     context = dg.build_sensor_context(
         instance=instance, resources={"project_db": ProjectDatabase(url=db)}
     )
     result = serving_report(context)
     assert isinstance(result, dg.SensorResult)
-    return result
-
-
-def store(db: str, instance: dg.DagsterInstance, result: dg.SensorResult) -> list:
-    """Do what the daemon does with a tick: store its events, then run what it requested.
-
-    Return the check evaluations the requested report run stored.
-    """
-    for event in result.asset_events:
-        instance.report_runless_asset_event(event)
-    stored = []
-    for _request in result.run_requests or []:
-        run = serving_freshness_job.execute_in_process(
-            instance=instance, resources={"project_db": ProjectDatabase(url=db)}
+    assert not result.run_requests  # it reports in process, never by a run of its own
+    runs = [r for r in report_runs(instance) if r not in before]
+    reported = {
+        record.event_log_entry.asset_check_evaluation.partition: (
+            record.event_log_entry.asset_check_evaluation
         )
-        assert run.success
-        stored += [
-            e.event_specific_data
-            for e in run.all_events
-            if e.event_type == dg.DagsterEventType.ASSET_CHECK_EVALUATION
-        ]
-    return stored
+        for run in runs
+        for record in instance.get_records_for_run(
+            run, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION
+        ).records
+    }
+    for run in runs:
+        assert instance.get_run_by_id(run).tags[REPORTER_TAG] == REPORTER
+    return Tick(result, reported, len(runs))
 
 
-def said(result: dg.SensorResult) -> tuple[list[str], int]:
-    """Return the partitions a tick materializes and how many report runs it requests."""
-    return [e.partition for e in result.asset_events], len(result.run_requests or [])
+def store(instance: dg.DagsterInstance, tick: Tick) -> None:
+    """Do what the daemon does with a tick's result: store its materializations."""
+    for event in tick.result.asset_events:
+        instance.report_runless_asset_event(event)
 
 
-def tick(db: str, instance: dg.DagsterInstance) -> list:
-    return store(db, instance, evaluate(db, instance))
+def tick(db: str, instance: dg.DagsterInstance) -> Tick:
+    evaluated = evaluate(db, instance)
+    store(instance, evaluated)
+    return evaluated
 
 
 @pytest.fixture
@@ -206,15 +233,21 @@ def customers_instance(dagster_instance: dg.DagsterInstance) -> dg.DagsterInstan
 def test_a_lost_tick_is_said_again_and_a_stored_one_never(world, customers_instance):
     instance = customers_instance
     first = evaluate(world, instance)
-    assert said(first) == (["drift-co", "fresh-co", "stale-co", "stopped-co"], 1)
+    moved = ["drift-co", "fresh-co", "stale-co", "stopped-co"]
+    # every champion move materialized; their verdicts wait for those materializations, and
+    # new-co's (no model) is reported at once, in this tick's own report run
+    assert first.materialized == moved and sorted(first.reported) == ["new-co"]
+    assert first.runs == 1 and "reported in run" in first.reason
     # the daemon died after the tick returned: nothing of it stored, so the next tick says it all
     again = evaluate(world, instance)
-    assert said(again) == said(first)
-    assert [e.metadata for e in again.asset_events] == [e.metadata for e in first.asset_events]
+    assert again.materialized == moved and again.reported == {} and again.runs == 0
+    assert [e.metadata for e in again.result.asset_events] == [
+        e.metadata for e in first.result.asset_events
+    ]
 
-    judged = store(world, instance, again)
-    by = {e.partition: e for e in judged}
-    assert sorted(by) == sorted(CUSTOMERS)  # one report run: every customer's verdict
+    store(instance, again)
+    by = evaluate(world, instance).reported
+    assert sorted(by) == moved  # one report run: every moved customer's verdict
     assert by["stopped-co"].severity == dg.AssetCheckSeverity.ERROR
     assert by["stale-co"].severity == dg.AssetCheckSeverity.WARN and not by["stale-co"].passed
     assert by["fresh-co"].passed
@@ -223,37 +256,60 @@ def test_a_lost_tick_is_said_again_and_a_stored_one_never(world, customers_insta
     assert sorted(i.partition_key for i in infos if i.is_current) == sorted(CUSTOMERS)
 
     quiet = evaluate(world, instance)
-    assert said(quiet) == ([], 0)  # all stored: nothing said twice
-    assert (
-        "0 champion move(s) materialized, 0 verdict(s) to report" in quiet.skip_reason.skip_message
-    )
+    assert (quiet.materialized, quiet.reported, quiet.runs) == ([], {}, 0)  # nothing twice
+    assert "0 champion move(s) materialized, 0 verdict(s) to report" in quiet.reason
 
-    # a report run lost (never ran, or failed): requested again; one in flight: not again
     with transaction(world) as cur:
         publish(cur, range(21, 22), {"stopped-co": 5})
-    assert said(evaluate(world, instance)) == ([], 1)
-    starting = instance.create_run_for_job(serving_freshness_job)  # NOT_STARTED: in flight
-    waiting = evaluate(world, instance)
-    assert said(waiting) == ([], 0)
-    assert "already queued or in progress" in waiting.skip_reason.skip_message
-    instance.report_run_failed(starting)  # it failed: the next tick asks again
-    assert len(tick(world, instance)) == len(CUSTOMERS)  # a day later: every verdict moved
+    assert sorted(tick(world, instance).reported) == sorted(CUSTOMERS)  # a day later: all moved
+
+
+def test_a_failed_report_is_said_on_the_tick_and_reported_again(
+    world, customers_instance, monkeypatch
+):
+    instance = customers_instance
+    tick(world, instance)
+
+    def broken(*_args: object) -> None:
+        raise RuntimeError("the check's storage refused it")
+
+    monkeypatch.setattr(freshness_report, "check_evaluation", broken)
+    failed = evaluate(world, instance)
+    assert failed.runs == 1 and failed.reported == {}
+    assert "FAILED" in failed.reason and "the check's storage refused it" in failed.reason
+    monkeypatch.undo()
+    assert len(evaluate(world, instance).reported) == len(CUSTOMERS) - 1  # new-co's stored
+
+
+def test_a_report_run_left_unfinished_by_a_dead_code_server_is_marked_failed(
+    customers_instance,
+):
+    instance = customers_instance
+    orphan = instance.create_run_for_job(serving_freshness_job, tags={REPORTER_TAG: REPORTER})
+    launched = instance.create_run_for_job(serving_freshness_job)  # a person's, from the UI
+    assert fail_orphaned_reports(instance, time.time()) == []  # just created: alive
+    later = time.time() + ORPHAN_AFTER_SECONDS + 1
+    assert fail_orphaned_reports(instance, later) == [orphan.run_id]
+    assert instance.get_run_by_id(orphan.run_id).status == dg.DagsterRunStatus.FAILURE
+    assert instance.get_run_by_id(launched.run_id).status == dg.DagsterRunStatus.NOT_STARTED
+    assert fail_orphaned_reports(instance, later) == []
 
 
 def test_a_partitions_second_and_third_verdicts_are_stored_and_shown(world, customers_instance):
     instance = customers_instance
     tick(world, instance)
+    tick(world, instance)
     for version, trained_to in (("2", 19), ("3", 21)):
         with transaction(world) as cur:
             publish(cur, range(trained_to - 1, trained_to + 1), {"stopped-co": 5})
             champion(cur, "stale-co", version, trained_to=trained_to)
-        moved = evaluate(world, instance)
-        assert said(moved)[0] == ["stale-co"] and said(moved)[1] == 1
-        assert moved.asset_events[0].metadata["version"].value == version
-        judged = {e.partition: e for e in store(world, instance, moved)}
+        moved = tick(world, instance)
+        assert moved.materialized == ["stale-co"] and "stale-co" not in moved.reported
+        assert moved.result.asset_events[0].metadata["version"].value == version
+        judged = tick(world, instance).reported
         assert judged["stale-co"].passed
         assert judged["stale-co"].metadata["serving_version"].value == version
-        assert said(evaluate(world, instance)) == ([], 0)
+        assert evaluate(world, instance).runs == 0
 
     history = [
         r

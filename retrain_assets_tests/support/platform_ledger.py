@@ -3,8 +3,9 @@
 The number of whole platforms is what sets the suite's time (docs/tests.md), so `make test`
 prints it at its end, every run: a new platform shows up as a new line, not as a slower CI
 nobody can explain. A printed figure, never an assertion on time. Each platform's Dagster runs
-are counted by job as it stops: each run is a process of its own, the largest share of the
-suite's CPU, so a scenario that starts more of them is seen too.
+are counted by job as it stops: each run is a process of its own (but those a sensor executes
+in its own process, named "(in process)"), the largest share of the suite's CPU, so a scenario
+that starts more of them is seen too.
 
 Each pytest-xdist worker keeps its own ledger; the worker hands it to the controller in its
 `workeroutput` when it finishes, and the controller prints them all.
