@@ -174,6 +174,8 @@ def report_in_process(
 ) -> dg.ExecuteInProcessResult:
     """Execute `serving_freshness_job` in this process, as a run stored on `instance`."""
     return serving_freshness_job.execute_in_process(
+        # its events go to the run's event log; the code server's own log gets warnings only
+        run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
         instance=instance,
         resources={"project_db": project_db},
         tags={REPORTER_TAG: REPORTER},
