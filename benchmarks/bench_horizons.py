@@ -59,7 +59,7 @@ from retrain_assets.demo.scenarios import HELD_OUT_SEEDS, TUNING_SEEDS, scenario
 from retrain_assets.demo.simulate import simulated_sales
 from retrain_assets.demo.tenants import DEFAULT_START, TenantSpec
 from retrain_assets.features.feature_math import store_day_features
-from retrain_assets.prediction_intervals import IntervalRules, conformal_halfwidth, coverage
+from retrain_assets.prediction_intervals import conformal_halfwidth, coverage
 
 LEVELS = (80, 95)
 FIRST_EVAL_DAY = 166  # demo day of the first judged origin: room for 6 calibration origins
@@ -67,6 +67,7 @@ WINDOW_CHOICES = (2, 3, 4, 6)
 # Chosen by `--seeds tuning` (BENCHMARKS.md, "Forecasts a week ahead"): ours, mlforecast's.
 CHOSEN_WINDOWS = (3, 6)
 PER_H = ("recursive", "lag-7 windows", "seasonal naive")
+AS_SERVED_WINDOWS = 2  # the trainer's windows before issue 39 (its default is 3 since)
 SHOWN = ("as served", "recursive", "lag-7 windows", "seasonal naive", "mlforecast")
 
 
@@ -114,43 +115,86 @@ def tenant_forecasts(tenant: Tenant, origins: list[dt.date]) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True)
 
 
-def add_bounds(frame: pd.DataFrame, judged: list[dt.date], windows: int) -> pd.DataFrame:
+def _unscaled(forecast: np.ndarray) -> np.ndarray:
+    return np.ones_like(forecast)
+
+
+def _sqrt_scale(forecast: np.ndarray) -> np.ndarray:
+    return np.sqrt(np.maximum(forecast, 0.0) + 1.0)
+
+
+def _linear_scale(forecast: np.ndarray) -> np.ndarray:
+    return np.maximum(forecast, 0.0) + 1.0
+
+
+# Normalized split conformal (scores |error| / scale(forecast), width = quantile x the row's
+# scale; MAPIE's GammaConformityScore is the linear one without the + 1): a store selling 2 a
+# day and one selling 50 get widths of their own from one customer's pooled scores. Measured
+# beside the platform's absolute widths on the lag-7 windows; `--scaled` picks one for them all.
+SCALES: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "absolute": _unscaled,
+    "sqrt": _sqrt_scale,
+    "linear": _linear_scale,
+}
+SCALED_STRATEGY = "lag-7 windows"
+
+
+def add_bounds(
+    frame: pd.DataFrame, judged: list[dt.date], windows: int, scales: Sequence[str] = ()
+) -> pd.DataFrame:
     """Return the judged origins' rows with each level's bounds (mlforecast's are its own).
 
     Per-h strategies: the h errors of the `windows` previous origins. `as served`: one width for
     every h, from the full-information errors of the trainer's default number of windows.
+    `scales`: the lag-7 windows again, as `lag-7 windows, <scale>`, with normalized widths.
     """
     out = []
     for (tenant, strategy), rows in frame.groupby(["tenant", "strategy"], sort=False):
         if strategy == "full information":
             continue
         mine = rows[rows["origin"].isin(pd.to_datetime(judged))].copy()
-        if strategy != "mlforecast":
-            pooled = strategy == "as served"
-            source = frame[(frame["tenant"] == tenant) & (frame["strategy"] == "full information")]
+        if strategy == "mlforecast":
+            out.append(mine)
+            continue
+        pooled = strategy == "as served"
+        source = frame[(frame["tenant"] == tenant) & (frame["strategy"] == "full information")]
+        variants = [("", _unscaled)] + [
+            (f"{strategy}, {name}", SCALES[name]) for name in scales if strategy == SCALED_STRATEGY
+        ]
+        for name, scale in variants:
+            bounded = mine.copy() if name else mine
             for origin in pd.to_datetime(judged):
-                at = (mine["origin"] == origin).to_numpy()
-                scores = _scores(source if pooled else rows, origin, windows, pooled)
+                at = (bounded["origin"] == origin).to_numpy()
+                scores = _scores(source if pooled else rows, origin, windows, pooled, scale)
+                forecast = bounded.loc[at, "forecast"].to_numpy(dtype=float)
                 for level in LEVELS:
-                    width = np.array([_width(scores[h], level) for h in mine.loc[at, "h"]])
-                    forecast = mine.loc[at, "forecast"].to_numpy(dtype=float)
-                    mine.loc[at, f"lower_{level}"] = np.maximum(forecast - width, 0.0)
-                    mine.loc[at, f"upper_{level}"] = forecast + width
-        out.append(mine)
+                    unit = np.array([_width(scores[h], level) for h in bounded.loc[at, "h"]])
+                    width = unit * scale(forecast)
+                    bounded.loc[at, f"lower_{level}"] = np.maximum(forecast - width, 0.0)
+                    bounded.loc[at, f"upper_{level}"] = forecast + width
+            out.append(bounded.assign(strategy=name) if name else bounded)
     return pd.concat(out, ignore_index=True)
 
 
 def _scores(
-    rows: pd.DataFrame, origin: pd.Timestamp, windows: int, pooled: bool
+    rows: pd.DataFrame,
+    origin: pd.Timestamp,
+    windows: int,
+    pooled: bool,
+    scale: Callable[[np.ndarray], np.ndarray] = _unscaled,
 ) -> dict[int, np.ndarray]:
     """Return each h's conformity scores before `origin` (pooled: every h's, as today)."""
-    count = IntervalRules().windows if pooled else windows
+    count = AS_SERVED_WINDOWS if pooled else windows
     earlier = rows[
         (rows["origin"] < origin) & (rows["origin"] >= origin - pd.Timedelta(days=7 * count))
     ]
     if pooled:
         return dict.fromkeys(range(1, HORIZON + 1), _errors(earlier))
-    return {h: _errors(earlier[earlier["h"] == h]) for h in range(1, HORIZON + 1)}
+
+    def scored(part: pd.DataFrame) -> np.ndarray:
+        return _errors(part) / scale(part["forecast"].to_numpy(dtype=float))
+
+    return {h: scored(earlier[earlier["h"] == h]) for h in range(1, HORIZON + 1)}
 
 
 def _width(scores: np.ndarray, level: int) -> float:
@@ -181,7 +225,7 @@ def scenario_figures(bounded: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(records)
 
 
-def table(figures: pd.DataFrame) -> str:
+def table(figures: pd.DataFrame, scales: Sequence[str] = ()) -> str:
     """Return the markdown table: min / median / max across scenarios, per strategy and h."""
 
     def spread(values: pd.Series, percent: bool) -> str:
@@ -192,7 +236,7 @@ def table(figures: pd.DataFrame) -> str:
         "| strategy | h | WAPE min / median / max | 80 % coverage | 95 % coverage |",
         "|---|---:|---|---|---|",
     ]
-    for strategy in SHOWN:
+    for strategy in (*SHOWN, *(f"{SCALED_STRATEGY}, {name}" for name in scales)):
         for h in range(1, HORIZON + 1):
             rows = figures[(figures["strategy"] == strategy) & (figures["h"] == h)]
             if rows.empty:
@@ -244,6 +288,7 @@ def run(
     judged_count: int,
     windows: tuple[int, int] | None,
     log: Callable[[str], None],
+    scales: Sequence[str] = (),
 ) -> tuple[pd.DataFrame, tuple[int, int], str]:
     """Run every scenario; return the bounded forecasts, (our, mlforecast's) windows and why.
 
@@ -251,7 +296,7 @@ def run(
     """
     judged = [_day(FIRST_EVAL_DAY + 7 * i) for i in range(judged_count)]
     ours = max(WINDOW_CHOICES) if windows is None else windows[0]
-    calibration = max(ours, IntervalRules().windows)
+    calibration = max(ours, AS_SERVED_WINDOWS)
     origins = [_day(FIRST_EVAL_DAY - 7 * back) for back in range(calibration, 0, -1)] + judged
     last = judged[-1] + dt.timedelta(days=HORIZON)
     counts = WINDOW_CHOICES if windows is None else windows[1:]
@@ -277,7 +322,7 @@ def run(
         forecasts = forecasts[forecasts["windows"].isna() | (forecasts["windows"] == theirs)]
     else:
         note = "fixed before the run"
-    return add_bounds(forecasts, judged, windows[0]), windows, note
+    return add_bounds(forecasts, judged, windows[0], scales), windows, note
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -295,6 +340,13 @@ def main(argv: list[str] | None = None) -> int:
         nargs=2,
         help="calibration windows, ours and mlforecast's (held-out default: CHOSEN_WINDOWS)",
     )
+    parser.add_argument(
+        "--scales",
+        nargs="*",
+        choices=[name for name in SCALES if name != "absolute"],
+        default=[],
+        help="the lag-7 windows again with normalized conformal widths (docs: SCALES)",
+    )
     args = parser.parse_args(argv)
     if args.feature_cost:
         costs = feature_cost(args.feature_cost)
@@ -306,11 +358,13 @@ def main(argv: list[str] | None = None) -> int:
     windows = (args.windows[0], args.windows[1]) if args.windows else None
     if windows is None and args.seeds == "held-out":
         windows = CHOSEN_WINDOWS
-    bounded, used, note = run(seeds, args.origins, windows, lambda s: print(s, file=sys.stderr))
+    bounded, used, note = run(
+        seeds, args.origins, windows, lambda s: print(s, file=sys.stderr), args.scales
+    )
     source = "scenarios.scenario_tenants"
     print(f"{args.seeds} seeds {tuple(seeds)} ({source}); {args.origins} origins from demo day")
     print(f"{FIRST_EVAL_DAY}, weekly; calibration windows ours / mlforecast's {used}: {note}\n")
-    print(table(scenario_figures(bounded)))
+    print(table(scenario_figures(bounded), args.scales))
     load = os.getloadavg()[0]
     print(f"\n{time.perf_counter() - started:.1f} s wall, load {load:.1f}")
     return 0
