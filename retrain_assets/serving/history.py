@@ -17,6 +17,7 @@ recently used customer's table is dropped, and built again when it is next asked
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import logging
 import sys
 import threading
@@ -60,12 +61,12 @@ class Publication:
     latest: dt.date
     versions: Versions
 
-    @property
+    @functools.cached_property
     def first_day(self) -> dt.date:
-        """Return the earliest day a client may ask about (the last published week's first)."""
+        """Return the earliest day a client may ask about (once: every row is checked on it)."""
         return served_days(self.latest)[0]
 
-    @property
+    @functools.cached_property
     def last_day(self) -> dt.date:
         """Return the furthest forecastable day."""
         return self.latest + dt.timedelta(days=HORIZON_DAYS)

@@ -47,24 +47,27 @@ def _refuse(problems: list[str]) -> None:
         raise InvalidRequest(422, "; ".join(problems[:MAX_PROBLEMS_SHOWN]) + tail)
 
 
-def date_problem(publication: Publication, day: dt.date, at: str) -> str | None:
-    """Return why `day` (sent at `at`, e.g. `rows[3].date`) is not served, or None if it is."""
+def date_problem(publication: Publication, day: dt.date) -> str | None:
+    """Return why `day` is not a day served (None: it is); the caller says where it was sent."""
     first, last, latest = publication.first_day, publication.last_day, publication.latest
+    if first <= day <= last:
+        return None
     served = f"days served: {first} to {last}"
     if day > last:
         return (
-            f"{at}: past the horizon: the furthest forecastable date is {last} "
+            f"past the horizon: the furthest forecastable date is {last} "
             f"({(last - latest).days} days after the latest published day {latest}); {served}"
         )
-    if day < first:
-        return f"{at}: before the days served: the earliest is {first}; {served}"
-    return None
+    return f"before the days served: the earliest is {first}; {served}"
 
 
 def date_problems(publication: Publication, dates: Sequence[dt.date], where: Location) -> list[str]:
     """Return a problem for each date that is not a day served, naming where it was sent."""
-    found = (date_problem(publication, day, where(DATE_FIELD, i)) for i, day in enumerate(dates))
-    return [problem for problem in found if problem is not None]
+    return [
+        f"{where(DATE_FIELD, i)}: {problem}"
+        for i, day in enumerate(dates)
+        if (problem := date_problem(publication, day)) is not None
+    ]
 
 
 def served_rows(publication: Publication, batch: FeatureBatch) -> FeatureBatch:
@@ -99,9 +102,9 @@ def features_by_key(table: CustomerFeatures, keys: KeyBatch) -> FeatureBatch:
                 f"{keys.where('item_id', i)}: unknown item: not in {table.customer}'s "
                 f"published history of the last {HELD_DAYS} days"
             )
-        problem = date_problem(table.publication, day, keys.where(DATE_FIELD, i))
+        problem = date_problem(table.publication, day)
         if problem is not None:
-            problems.append(problem)
+            problems.append(f"{keys.where(DATE_FIELD, i)}: {problem}")
     _refuse(problems)
     count = len(keys)
     features = np.full((count, len(MODEL_FEATURES)), math.nan)
