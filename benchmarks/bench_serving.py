@@ -84,7 +84,7 @@ from retrain_assets.store.database import transaction  # noqa: E402
 from retrain_assets.store.migrations import migrate  # noqa: E402
 from retrain_assets.store.server import ensure_database, start_server  # noqa: E402
 from retrain_assets_tests.serving.models import feature_frame, train  # noqa: E402
-from retrain_assets_tests.serving.published import publish  # noqa: E402
+from retrain_assets_tests.serving.published import LATEST, publish  # noqa: E402
 from retrain_assets_tests.serving.serving_process import TOKEN, ServingProcess  # noqa: E402
 from retrain_assets_tests.support.mlflow_server import running_mlflow  # noqa: E402
 
@@ -103,7 +103,7 @@ def rows_body(size: int, start: int) -> bytes:
         {
             "store_id": f"S{(start + i) // 1000}",
             "item_id": f"I{(start + i) % 1000}",
-            "date": "2026-03-01",
+            "date": LATEST.isoformat(),  # a day served: the published day (`measure`)
             **record,
         }
         for i, record in enumerate(frame.to_dict("records"))
@@ -373,12 +373,14 @@ def main() -> int:
                 "RETRAIN_INTERVAL_LEVELS": "80,95" if INTERVALS else "none",
             }
             table = None
+            storage = ParquetPartitionStore(str(home / "storage"))
             if args.by_key:
-                storage = ParquetPartitionStore(str(home / "storage"))
                 publication, _ = publish(storage, KEY_SPEC, days=35, db_url=app_db)
                 history = ParquetHistory(storage)(CUSTOMER, publication)
                 table = build_features(CUSTOMER, history, publication, "US")
                 extra["RETRAIN_STORAGE_URL"] = str(home / "storage")
+            else:  # one published day: the days served, which rows with features are checked on
+                publish(storage, SMALL_SPEC, days=1, db_url=app_db)
             service = ServingProcess(app_db, mlflow_uri, home / "serve", extra_env=extra)
             service.start()
             forecaster = Forecaster.of(CUSTOMER, version, champion, WIDTHS if INTERVALS else None)

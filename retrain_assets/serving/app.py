@@ -1,15 +1,17 @@
 """The prediction service's HTTP API: Open Inference Protocol (v2) paths and a JSON route.
 
-- `GET /v2/health/live`, `GET /v2/health/ready` (no token): ready once the route table has
-  been read, its latest read answered and the log writer runs; 503 otherwise.
+- `GET /v2/health/live`, `GET /v2/health/ready` (no token): ready once the route table and
+  the published days (which days are served) have been read, the routes' latest read
+  answered and the log writer runs; 503 otherwise.
 - `GET /v2` (server metadata), `GET /v2/models/{customer}` (model metadata),
   `GET /v2/models/{customer}/ready`, `POST /v2/models/{customer}/infer`.
 - `POST /forecast/{customer}` with `{"rows": [...]}`: the same predictions as plain JSON.
 
 Both take rows with every feature, or rows by key (store, item, date, optional price and
 promotion) whose features the service computes from the published history (serving.history,
-serving.key_lookup). The v2 path speaks the binary tensor data extension both ways
-(serving.binary_tensors).
+serving.key_lookup); in either, every row's date must be a day served (the last published
+week up to the furthest forecastable day; 422 naming the row otherwise). The v2 path speaks
+the binary tensor data extension both ways (serving.binary_tensors).
 
 Bodies are read by hand, not by FastAPI: strictly decoded JSON (serving.strict_json), then
 one request schema for every form (serving.request_schema), each problem named by its path
@@ -42,7 +44,7 @@ from retrain_assets.serving.inputs import (
     inference_request,
     rows_batch,
 )
-from retrain_assets.serving.key_lookup import features_by_key
+from retrain_assets.serving.key_lookup import features_by_key, served_rows
 from retrain_assets.serving.openapi_document import (
     FORECAST_RESPONSES,
     INFER_RESPONSES,
@@ -130,8 +132,13 @@ def create_app(
     )
 
     def features(customer: str, batch: FeatureBatch | KeyBatch) -> FeatureBatch:
+        """Return the rows' features, every date checked against the days served."""
         if isinstance(batch, FeatureBatch):
-            return batch
+            try:
+                publication = history.current()
+            except HistoryUnavailable as error:
+                raise ServingError(503, f"the days served are not known now: {error}") from error
+            return served_rows(publication, batch)
         try:
             table = history.get(customer)
         except HistoryUnavailable as error:
@@ -162,7 +169,7 @@ def create_app(
 
     @app.get("/v2/health/ready", tags=["health"])
     def ready() -> Response:
-        """Answer 200 once routes are read and Postgres answers; 503 with the reason before."""
+        """Answer 200 once routes and published days are read and Postgres answers; else 503."""
         reasons = []
         if not refresher.table.loaded:
             reasons.append("the route table has not been read yet")
@@ -170,6 +177,8 @@ def create_app(
             reasons.append(f"serving_routes cannot be read: {refresher.last_error}")
         if not log.alive():
             reasons.append("the prediction log writer is not running")
+        if watcher is not None and not history.read_once:  # no date can be checked before
+            reasons.append("feature_snapshots has not been read yet")
         if reasons:
             return _json({"ready": False, "reason": "; ".join(reasons)}, 503)
         return _json({"ready": True})

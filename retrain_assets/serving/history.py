@@ -17,6 +17,7 @@ recently used customer's table is dropped, and built again when it is next asked
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import logging
 import sys
 import threading
@@ -60,6 +61,21 @@ class Publication:
     latest: dt.date
     versions: Versions
 
+    @functools.cached_property
+    def first_day(self) -> dt.date:
+        """Return the earliest day a client may ask about (once: every row is checked on it)."""
+        return served_days(self.latest)[0]
+
+    @functools.cached_property
+    def last_day(self) -> dt.date:
+        """Return the furthest forecastable day."""
+        return self.latest + dt.timedelta(days=HORIZON_DAYS)
+
+    @property
+    def next_day(self) -> dt.date:
+        """Return the day after the latest published one (a row's date when it gives none)."""
+        return self.latest + dt.timedelta(days=1)
+
 
 def read_publication(conn: psycopg2.extensions.connection) -> Publication | None:
     """Return the latest published day and the held days' versions (None: nothing published)."""
@@ -95,17 +111,17 @@ class CustomerFeatures:
     @property
     def first_day(self) -> dt.date:
         """Return the earliest day a client may ask about."""
-        return served_days(self.publication.latest)[0]
+        return self.publication.first_day
 
     @property
     def last_day(self) -> dt.date:
         """Return the furthest forecastable day."""
-        return self.publication.latest + dt.timedelta(days=HORIZON_DAYS)
+        return self.publication.last_day
 
     @property
     def next_day(self) -> dt.date:
         """Return the day after the latest published one (a row's date when it gives none)."""
-        return self.publication.latest + dt.timedelta(days=1)
+        return self.publication.next_day
 
 
 def _footprint(index: dict[str, int], *arrays: np.ndarray) -> int:
@@ -138,6 +154,15 @@ def build_features(
         items=frozenset(known["item_id"]),
         nbytes=_footprint(index, features, published),
     )
+
+
+def _known(publication: Publication | None, read_once: bool) -> Publication:
+    """Return the publication, or say why no day is served yet (HistoryUnavailable)."""
+    if not read_once:
+        raise HistoryUnavailable("feature_snapshots has not been read yet; try again shortly")
+    if publication is None:
+        raise HistoryUnavailable("no day of store_day_features has been published yet")
+    return publication
 
 
 class ParquetHistory:
@@ -203,6 +228,16 @@ class HistoryCache:
             self.read_once = True
             return [c for c, t in reversed(self._tables.items()) if t.publication != publication]
 
+    def current(self) -> Publication:
+        """Return the latest publication: which days are served, for every form of request.
+
+        Raises:
+            HistoryUnavailable: feature_snapshots not read yet, or nothing published yet.
+        """
+        with self._lock:
+            publication, read_once = self.publication, self.read_once
+        return _known(publication, read_once)
+
     def get(self, customer: str) -> CustomerFeatures:
         """Return the customer's current table, built now when missing or stale.
 
@@ -216,10 +251,7 @@ class HistoryCache:
                 self._tables.move_to_end(customer)
                 return table
             builder = self._building.setdefault(customer, threading.Lock())
-        if not self.read_once:
-            raise HistoryUnavailable("feature_snapshots has not been read yet; try again shortly")
-        if publication is None:
-            raise HistoryUnavailable("no day of store_day_features has been published yet")
+        publication = _known(publication, self.read_once)
         with builder:  # one build per customer at a time; the others wait for it
             with self._lock:
                 table = self._tables.get(customer)

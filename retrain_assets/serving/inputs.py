@@ -18,6 +18,9 @@ covariates known in advance, `price` and `on_promo` (null or absent: the latest 
 The service computes the rest (serving.key_lookup, which also checks each date against the
 days served). Covariates sent by key are checked as landing files are: a price is a finite
 number, 0 or more; a promotion is 0 or 1 (rows with every feature are taken as they come).
+Every row's date, in every form, is then checked against the days served by the same code
+(serving.key_lookup: `features_by_key`, `served_rows`), which is why a FeatureBatch carries
+where its rows were sent (`where`).
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ __all__ = [
     "InferRequest",
     "InvalidRequest",
     "KeyBatch",
+    "Location",
     "parse_json",
     "rows_batch",
     "v2_batch",
@@ -64,6 +68,14 @@ __all__ = [
 ]
 
 Location = Callable[[str, int], str]
+
+
+def _row_location(name: str, i: int) -> str:
+    return f"rows[{i}].{name}"
+
+
+def _tensor_location(name: str, i: int) -> str:
+    return f"inputs[{name}].data[{i}]"
 
 
 @dataclass(frozen=True)
@@ -80,6 +92,8 @@ class FeatureBatch:
     defaulted: list[str] | None = None
     # Per row, days past the latest published day (None: unknown, the row sent its features).
     horizons: list[int | None] | None = None
+    # Where a row's field was sent (`rows[3].date`, `inputs[date].data[3]`), for a refusal.
+    where: Location = _row_location
     keys: list[str] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -144,14 +158,6 @@ def _identities(values: list[str | int]) -> list[str]:
     if all(type(value) is str for value in values):
         return values  # type: ignore[return-value]  # the common case: every one is text
     return [value if isinstance(value, str) else str(value) for value in values]
-
-
-def _row_location(name: str, i: int) -> str:
-    return f"rows[{i}].{name}"
-
-
-def _tensor_location(name: str, i: int) -> str:
-    return f"inputs[{name}].data[{i}]"
 
 
 def rows_batch(body: Any, max_rows: int) -> FeatureBatch | KeyBatch:
@@ -360,7 +366,9 @@ def infer_request(
     else:
         features = np.array([columns[name] for name in MODEL_FEATURES], dtype="float64").T
         dates = [calendar_date(day) for day in columns[DATE_FIELD]]
-        batch = FeatureBatch(stores, items, dates, np.ascontiguousarray(features))
+        batch = FeatureBatch(
+            stores, items, dates, np.ascontiguousarray(features), where=_tensor_location
+        )
     wanted, binary = _outputs(request, output_names)
     return InferRequest(batch, request.id, wanted, binary)
 

@@ -1,26 +1,36 @@
 """A request by key made into features: each row looked up in its customer's served table.
 
-A row's date must lie in the days the table serves: the last published week (to check a
-forecast against what was published) up to the furthest forecastable day. A store or an item
-that is not in the customer's published history of the held days is refused (422, naming the
-row); a known store and item with no sales in the window `rolling_mean_28` covers (34 to 7
-days before the date), or without a row on a published day, gets no prediction and says why
-(never a silent zero). A covariate the row sends replaces the table's value; one it leaves out
-keeps the latest known value (a published day's own), and the answer names the covariates so
+A row's date must lie in the days served: the last published week (to check a forecast
+against what was published) up to the furthest forecastable day. The same rule, by the same
+code (`date_problem`), holds for rows sent with every feature (`served_rows`), so every form
+of request answers the same days (issue 38's one strict schema). A store or an item that is
+not in the customer's published history of the held days is refused (422, naming the row); a
+known store and item with no sales in the window `rolling_mean_28` covers (34 to 7 days
+before the date), or without a row on a published day, gets no prediction and says why (never
+a silent zero). A covariate the row sends replaces the table's value; one it leaves out keeps
+the latest known value (a published day's own), and the answer names the covariates so
 defaulted.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
 from retrain_assets.features.feature_math import ANCHOR, LOOKBACK, WINDOWS
 from retrain_assets.features.served_features import COVARIATES, HELD_DAYS
 from retrain_assets.features.training_export import MODEL_FEATURES
-from retrain_assets.serving.history import CustomerFeatures
-from retrain_assets.serving.inputs import DATE_FIELD, FeatureBatch, InvalidRequest, KeyBatch
+from retrain_assets.serving.history import CustomerFeatures, Publication
+from retrain_assets.serving.inputs import (
+    DATE_FIELD,
+    FeatureBatch,
+    InvalidRequest,
+    KeyBatch,
+    Location,
+)
 from retrain_assets.serving.routing import request_key
 
 MAX_PROBLEMS_SHOWN = 5
@@ -37,14 +47,48 @@ def _refuse(problems: list[str]) -> None:
         raise InvalidRequest(422, "; ".join(problems[:MAX_PROBLEMS_SHOWN]) + tail)
 
 
+def date_problem(publication: Publication, day: dt.date) -> str | None:
+    """Return why `day` is not a day served (None: it is); the caller says where it was sent."""
+    first, last, latest = publication.first_day, publication.last_day, publication.latest
+    if first <= day <= last:
+        return None
+    served = f"days served: {first} to {last}"
+    if day > last:
+        return (
+            f"past the horizon: the furthest forecastable date is {last} "
+            f"({(last - latest).days} days after the latest published day {latest}); {served}"
+        )
+    return f"before the days served: the earliest is {first}; {served}"
+
+
+def date_problems(publication: Publication, dates: Sequence[dt.date], where: Location) -> list[str]:
+    """Return a problem for each date that is not a day served, naming where it was sent."""
+    return [
+        f"{where(DATE_FIELD, i)}: {problem}"
+        for i, day in enumerate(dates)
+        if (problem := date_problem(publication, day)) is not None
+    ]
+
+
+def served_rows(publication: Publication, batch: FeatureBatch) -> FeatureBatch:
+    """Return rows sent with every feature once each date is a day served.
+
+    Raises:
+        InvalidRequest: 422 naming each row whose date is before the days served or past the
+            horizon, and the days served.
+    """
+    _refuse(date_problems(publication, batch.dates, batch.where))
+    return batch
+
+
 def features_by_key(table: CustomerFeatures, keys: KeyBatch) -> FeatureBatch:
     """Return the request's rows with their features, reasons and defaulted covariates.
 
     Raises:
         InvalidRequest: 422 naming each row whose store or item is unknown, or whose date is
-            before the days served or past the horizon (the furthest forecastable date named).
+            before the days served or past the horizon (`date_problem`).
     """
-    first, last, latest = table.first_day, table.last_day, table.publication.latest
+    latest = table.publication.latest
     dates = [day if day is not None else table.next_day for day in keys.dates]
     problems: list[str] = []
     for i, (store, item, day) in enumerate(zip(keys.store_ids, keys.item_ids, dates, strict=True)):
@@ -58,16 +102,9 @@ def features_by_key(table: CustomerFeatures, keys: KeyBatch) -> FeatureBatch:
                 f"{keys.where('item_id', i)}: unknown item: not in {table.customer}'s "
                 f"published history of the last {HELD_DAYS} days"
             )
-        if day > last:
-            problems.append(
-                f"{keys.where(DATE_FIELD, i)}: past the horizon: the furthest forecastable "
-                f"date is {last} ({(last - latest).days} days after the latest published "
-                f"day {latest})"
-            )
-        elif day < first:
-            problems.append(
-                f"{keys.where(DATE_FIELD, i)}: before the days served: the earliest is {first}"
-            )
+        problem = date_problem(table.publication, day)
+        if problem is not None:
+            problems.append(f"{keys.where(DATE_FIELD, i)}: {problem}")
     _refuse(problems)
     count = len(keys)
     features = np.full((count, len(MODEL_FEATURES)), math.nan)

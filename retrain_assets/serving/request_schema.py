@@ -80,7 +80,8 @@ IdText = Annotated[
 ]
 # A store or an item: text, or an integer (read as its decimal text).
 Identifier = IdText | StrictInt
-# A day, YYYY-MM-DD, a real calendar date (whether it is served: serving.key_lookup).
+# A day, YYYY-MM-DD, a real calendar date. Whether it is a day served is checked after the
+# schema, in every form, against the latest publication (serving.key_lookup.date_problem).
 DateText = Annotated[
     str,
     StringConstraints(min_length=10, max_length=10, pattern=_DATE_PATTERN),

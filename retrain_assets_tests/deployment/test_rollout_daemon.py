@@ -247,7 +247,8 @@ def test_a_good_challenger_deployed_from_the_ui_goes_10_then_50_percent_and_is_p
         ("challenger_beats_champion_now", True)
     ]
     rollout_id = rollout_of(world, "good")[0]
-    requests = published_requests(world, "good", FIRST_FEATURE_DAY, LAST)
+    # the last published week: the published days the service serves (a day before is refused)
+    requests = published_requests(world, "good", LAST - dt.timedelta(days=6), LAST)
 
     def finished() -> bool:
         send(world, "good", requests)

@@ -13,14 +13,18 @@ from typing import Any
 import requests
 
 from retrain_assets.features.training_export import MODEL_FEATURES
+from retrain_assets_tests.serving.published import LATEST
 from retrain_assets_tests.support.processes import free_port, start_until_healthy, stop_with_sigterm
 
 TOKEN = "serving-test-token"
 SERVE = [str(Path(sys.executable).parent / "retrain-assets"), "serve"]
 
 
-def feature_row(store_id: str, item_id: str, day: str = "2026-03-01", seed: int = 0) -> dict:
-    """Return one JSON-route row: the identity and every feature (deterministic values)."""
+def feature_row(store_id: str, item_id: str, day: str = LATEST.isoformat(), seed: int = 0) -> dict:
+    """Return one JSON-route row: the identity and every feature (deterministic values).
+
+    Its day is the published history's latest (`published.LATEST`): a day served.
+    """
     values = {name: float((seed * 7 + i * 3) % 40) for i, name in enumerate(MODEL_FEATURES)}
     values["on_promo"] = float(seed % 2)
     values["day_of_week"] = float(seed % 7)

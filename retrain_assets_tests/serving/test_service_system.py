@@ -24,13 +24,14 @@ from retrain_assets.features.training_export import MODEL_FEATURES
 from retrain_assets.prediction_intervals import IntervalTable
 from retrain_assets.registry.mlflow_registry import MlflowRegistry
 from retrain_assets.runtime.token_files import write_token_files
+from retrain_assets.serving.binary_tensors import HEADER
 from retrain_assets.serving.history import Publication
 from retrain_assets.serving.routing import bucket
 from retrain_assets.store.database import transaction
 from retrain_assets.store.migrations import migrate
 from retrain_assets.store.server import PostgresServer, ensure_database
 from retrain_assets_tests.serving.models import train
-from retrain_assets_tests.serving.published import publish, simulated_sales
+from retrain_assets_tests.serving.published import LATEST, publish, simulated_sales
 from retrain_assets_tests.serving.serving_process import (
     TOKEN,
     Client,
@@ -184,7 +185,7 @@ def test_v2_and_json_routes_serve_the_champion_and_log_it(service, module_db, bo
     plain = service.forecast(STEADY, rows)
     assert plain.status_code == 200, plain.text
     answered = plain.json()["predictions"]
-    assert [r["request_key"] for r in answered] == [f"S1/I{i}/2026-03-01" for i in range(5)]
+    assert [r["request_key"] for r in answered] == [f"S1/I{i}/{LATEST}" for i in range(5)]
     assert np.allclose([r["prediction"] for r in answered], expected)
     assert {(r["model_version"], r["alias"], r["non_finite"]) for r in answered} == {
         ("1", "champion", False)
@@ -251,7 +252,7 @@ def test_a_route_move_is_served_without_restart_and_no_request_fails(service, mo
     assert "loaded model version 2 of " + MOVING in service.log()
 
 
-def test_bad_input_is_refused_with_its_status_and_reason(service, module_db):
+def test_bad_input_is_refused_with_its_status_and_reason(service, module_db, published):
     good = [feature_row("B1", "I1")]
 
     def refused(response, status: int, reason: str) -> None:
@@ -309,10 +310,44 @@ def test_bad_input_is_refused_with_its_status_and_reason(service, module_db):
     refused(response, 422, "rows[0].price: must be a number")
     assert "secret-price-417" not in response.text
 
+    # rows with every feature, in every form: each date is checked against the days served
+    latest = published[1].latest
+    first, last = latest - dt.timedelta(days=6), latest + dt.timedelta(days=7)
+    early = [good[0], {**good[0], "date": (first - dt.timedelta(days=1)).isoformat()}]
+    late = [good[0], {**good[0], "date": (last + dt.timedelta(days=1)).isoformat()}]
+    before = log_count(module_db, STEADY)
+    refused(
+        service.forecast(STEADY, early),
+        422,
+        f"rows[1].date: before the days served: the earliest is {first}; "
+        f"days served: {first} to {last}",
+    )
+    infer = f"/v2/models/{STEADY}/infer"
+    refused(
+        service.call("POST", infer, json=v2_request(late)),
+        422,
+        f"inputs[date].data[1]: past the horizon: the furthest forecastable date is {last}",
+    )
+    header = v2_request(early)
+    (dates,) = [tensor for tensor in header["inputs"] if tensor["name"] == "date"]
+    raw = b"".join(len(d).to_bytes(4, "little") + d for d in (r["date"].encode() for r in early))
+    dates.pop("data")
+    dates["parameters"] = {"binary_data_size": len(raw)}
+    body, length = binary_body(header, raw)
+    refused(
+        service.call("POST", infer, data=body, headers={HEADER: str(length)}),
+        422,
+        f"inputs[date].data[1]: before the days served: the earliest is {first}",
+    )
+    assert log_count(module_db, STEADY) == before  # nothing served, nothing logged
+    edges = [{**good[0], "date": day.isoformat()} for day in (first, latest, last)]
+    assert service.forecast(STEADY, edges).status_code == 200  # the days served are answered
+    assert service.call("POST", infer, json=v2_request(edges)).status_code == 200
+
     failed = service.forecast(BROKEN, good)
     refused(failed, 500, "needs feature(s) weather")
     (row,) = logged(module_db, BROKEN)
-    assert row[0] == "B1/I1/2026-03-01" and row[4] is None and "weather" in row[5]
+    assert row[0] == f"B1/I1/{LATEST}" and row[4] is None and "weather" in row[5]
 
 
 def raw_request(service: ServingProcess, head: str, chunks: list[bytes] = ()) -> bytes:
@@ -382,8 +417,8 @@ def assert_all_logged(url: str, customer: str, acknowledged: dict[str, tuple[str
 
 
 @pytest.fixture
-def own_service(module_db, mlflow_uri, boosters, tmp_path) -> Iterator[ServingProcess]:
-    """A service process of the test's own, to stop and kill."""
+def own_service(module_db, mlflow_uri, boosters, published, tmp_path) -> Iterator[ServingProcess]:
+    """A service process of the test's own, to stop and kill (its rows' day is published)."""
     set_route(module_db, STEADY, "1", canary="2", weight=0.5, rollout=11, step="CANARY_50")
     process = ServingProcess(module_db, mlflow_uri, tmp_path)
     try:
