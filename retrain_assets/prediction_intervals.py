@@ -15,6 +15,13 @@ By day ahead (issue 39): each error also says how many days after its origin its
 the table carries one half-width per day ahead h and level beside the pooled one, so a forecast
 h days past the latest published day gets the width of h-day-ahead errors (the features of a
 day h <= 7 ahead are those of the backtest's rows h days after their origin).
+
+Per series (issue 39): with a `scale` other than "absolute", each score is the absolute error
+divided by a scale of its forecast (`linear`: forecast + 1, normalized split conformal, as
+MAPIE's GammaConformityScore without the + 1), and a row's half-width is the table's width times
+its own forecast's scale: a store selling 2 a day and one selling 50 no longer share one width.
+Chosen on the tuning scenarios (BENCHMARKS.md, "Forecasts a week ahead"); a table logged before
+has no scale and stays absolute.
 """
 
 from __future__ import annotations
@@ -22,10 +29,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import get_args
 
 import numpy as np
 
 from retrain_assets.settings_model import FIELDS, current_settings
+from retrain_assets.settings_model.model import IntervalScale
 
 METHOD = "split conformal: absolute errors of rolling-origin refits"
 METADATA_KEY = "prediction_intervals"  # the registered MLflow model's metadata entry
@@ -33,7 +42,24 @@ _PREFIX = "interval_"  # the artifact's metrics: interval_halfwidth_80, interval
 TRAINER_BACKTESTS = "trainer backtests"  # the widths as the trainer computed them
 UNCALIBRATED = "uncalibrated"  # a label's prefix: widths that fell short and could not be widened
 _BY_HORIZON = "interval_h"  # interval_h3_halfwidth_80: day ahead 3, level 80
+_SCALE = "interval_scale_"  # interval_scale_linear: 1.0 (absent: absolute)
 POOLED = "conformal, all days ahead pooled"  # a row's calibration, as the answer names it
+
+
+ABSOLUTE: IntervalScale = "absolute"
+SCALE_WORDS = {"absolute": "", "sqrt": "x sqrt(forecast + 1)", "linear": "x (forecast + 1)"}
+
+
+def scale_of(scale: IntervalScale, predictions: np.ndarray) -> np.ndarray:
+    """Return each prediction's scale: what its half-width multiplies (1 for `absolute`).
+
+    A prediction that is not finite gets a scale that is not finite (its bounds are NaN).
+    """
+    predictions = np.asarray(predictions, dtype=float)
+    if scale == "absolute":
+        return np.where(np.isfinite(predictions), 1.0, np.nan)
+    base = np.maximum(predictions, 0.0) + 1.0
+    return np.sqrt(base) if scale == "sqrt" else base
 
 
 def level_name(level: float) -> str:
@@ -48,13 +74,17 @@ class IntervalRules:
     levels: tuple[float, ...] = FIELDS["interval_levels"].default
     windows: int = FIELDS["interval_windows"].default
     window_days: int = FIELDS["interval_window_days"].default
+    scale: IntervalScale = FIELDS["interval_scale"].default
 
     @classmethod
     def from_settings(cls) -> IntervalRules:
         """Return the rules the settings hold (SettingsError names a bad one)."""
         settings = current_settings()
         return cls(
-            settings.interval_levels, settings.interval_windows, settings.interval_window_days
+            settings.interval_levels,
+            settings.interval_windows,
+            settings.interval_window_days,
+            settings.interval_scale,
         )
 
     def as_spec(self) -> dict[str, object] | None:
@@ -65,6 +95,7 @@ class IntervalRules:
             "levels": list(self.levels),
             "windows": self.windows,
             "window_days": self.window_days,
+            "scale": self.scale,
         }
 
 
@@ -109,6 +140,8 @@ class IntervalTable:
     # UNCALIBRATED (the service answers it next to the bounds)
     calibration: str = TRAINER_BACKTESTS
     by_horizon: Mapping[int, Mapping[str, float]] = field(default_factory=dict)
+    # what a half-width multiplies per row (`scale_of`); "absolute": the width itself
+    scale: IntervalScale = ABSOLUTE
 
     @classmethod
     def from_scores(
@@ -117,6 +150,7 @@ class IntervalTable:
         levels: Sequence[float],
         windows: int,
         horizons: np.ndarray | None = None,
+        scale: IntervalScale = ABSOLUTE,
     ) -> IntervalTable | None:
         """Return the table of every level `scores` can back, None when they back none.
 
@@ -131,7 +165,8 @@ class IntervalTable:
                 mine = _widths(np.asarray(scores)[np.asarray(horizons) == ahead], levels)
                 if mine:
                     by_horizon[int(ahead)] = mine
-        return cls(widths, windows, int(np.isfinite(scores).sum()), by_horizon=by_horizon)
+        scored = int(np.isfinite(scores).sum())
+        return cls(widths, windows, scored, by_horizon=by_horizon, scale=scale)
 
     def width(self, name: str, ahead: int | None) -> tuple[float | None, str | None]:
         """Return a level's half-width for a row `ahead` days out, and the calibration's name.
@@ -146,8 +181,14 @@ class IntervalTable:
         return (width, self._named(POOLED)) if width is not None else (None, None)
 
     def _named(self, errors: str) -> str:
-        """Return a row's calibration: its errors, prefixed by a calibration not the trainer's."""
+        """Return a row's calibration: its errors and scale, after a calibration of its own."""
+        if self.scale != ABSOLUTE:
+            errors = f"{errors}, {SCALE_WORDS[self.scale]}"
         return errors if self.calibration == TRAINER_BACKTESTS else f"{self.calibration} ({errors})"
+
+    def row_halfwidths(self, widths: np.ndarray | float, predictions: np.ndarray) -> np.ndarray:
+        """Return each row's half-width: the table's width(s) times the row's scale."""
+        return np.asarray(widths, dtype=float) * scale_of(self.scale, predictions)
 
     def as_metrics(self) -> dict[str, float]:
         """Return the table as the artifact's float metrics (`interval_halfwidth_80`, ...)."""
@@ -155,6 +196,7 @@ class IntervalTable:
             **{f"{_PREFIX}halfwidth_{name}": w for name, w in self.halfwidths.items()},
             f"{_PREFIX}windows": float(self.windows),
             f"{_PREFIX}scores": float(self.scores),
+            **({f"{_SCALE}{self.scale}": 1.0} if self.scale != ABSOLUTE else {}),
             **{
                 f"{_BY_HORIZON}{ahead}_halfwidth_{name}": w
                 for ahead, widths in self.by_horizon.items()
@@ -176,11 +218,13 @@ class IntervalTable:
             ahead, _, name = key.removeprefix(_BY_HORIZON).partition("_halfwidth_")
             if key.startswith(_BY_HORIZON) and name and ahead.isdigit():
                 by_horizon.setdefault(int(ahead), {})[name] = float(value)
+        scales = [k.removeprefix(_SCALE) for k in metrics if k.startswith(_SCALE)]
         return cls(
             widths,
             int(metrics.get(f"{_PREFIX}windows", 0)),
             int(metrics.get(f"{_PREFIX}scores", 0)),
             by_horizon=by_horizon,
+            scale=_known_scale(scales[0] if scales else ABSOLUTE),
         )
 
     def as_metadata(self) -> dict[str, object]:
@@ -191,6 +235,7 @@ class IntervalTable:
             "windows": self.windows,
             "scores": self.scores,
             "calibration": self.calibration,
+            "scale": self.scale,
         }
         if self.by_horizon:
             entry["halfwidths_by_horizon"] = {
@@ -225,6 +270,7 @@ class IntervalTable:
                     int(ahead): {str(k): float(v) for k, v in mine.items()}
                     for ahead, mine in by_horizon.items()
                 },
+                scale=_known_scale(entry.get("scale", ABSOLUTE)),  # type: ignore[attr-defined]
             )
         except (KeyError, TypeError, ValueError, AttributeError) as error:
             raise ValueError(
@@ -235,6 +281,14 @@ class IntervalTable:
         if any(not (math.isfinite(w) and w >= 0) for w in every):
             raise ValueError(f"{METADATA_KEY}: a half-width is negative or not finite")
         return table
+
+
+def _known_scale(name: object) -> IntervalScale:
+    """Return `name` as a scale; ValueError for one this version does not know."""
+    for scale in get_args(IntervalScale):
+        if name == scale:
+            return scale
+    raise ValueError(f"scale {name!r} is none of {', '.join(get_args(IntervalScale))}")
 
 
 def horizon_calibration(ahead: int) -> str:

@@ -14,6 +14,7 @@ from retrain_assets.prediction_intervals import (
     conformal_halfwidth,
     coverage,
     coverage_tolerance,
+    scale_of,
 )
 from retrain_assets.settings_model import SettingsError, current_settings
 from retrain_assets.settings_model.model import parse_levels
@@ -36,14 +37,21 @@ def test_levels_parse_sorted_and_bad_ones_are_named(monkeypatch: pytest.MonkeyPa
 
 
 def test_rules_and_tolerance_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert IntervalRules.from_settings() == IntervalRules((80.0, 95.0), 3, 7)
+    assert IntervalRules.from_settings() == IntervalRules((80.0, 95.0), 3, 7, "linear")
     monkeypatch.setenv("RETRAIN_INTERVAL_LEVELS", "90")
     monkeypatch.setenv("RETRAIN_INTERVAL_WINDOWS", "4")
     assert IntervalRules.from_settings().as_spec() == {
         "levels": [90.0],
         "windows": 4,
         "window_days": 7,
+        "scale": "linear",
     }
+    monkeypatch.setenv("RETRAIN_INTERVAL_SCALE", " Absolute ")
+    assert IntervalRules.from_settings().scale == "absolute"
+    monkeypatch.setenv("RETRAIN_INTERVAL_SCALE", "log")
+    with pytest.raises(SettingsError, match="RETRAIN_INTERVAL_SCALE=log"):
+        IntervalRules.from_settings()
+    monkeypatch.delenv("RETRAIN_INTERVAL_SCALE")
     monkeypatch.setenv("RETRAIN_INTERVAL_LEVELS", "")
     assert IntervalRules.from_settings().as_spec() is None
     monkeypatch.setenv("RETRAIN_INTERVAL_WINDOWS", "1")
@@ -105,6 +113,27 @@ def test_widths_by_day_ahead_come_from_that_day_aheads_errors_and_travel_with_th
     assert table.width("95", 1) == (None, None)
     assert IntervalTable.from_metrics({"train_wape": 0.3, **table.as_metrics()}) == table
     assert IntervalTable.from_metadata({"prediction_intervals": table.as_metadata()}) == table
+
+
+def test_a_scaled_table_gives_each_row_its_own_width_and_says_so() -> None:
+    forecast = np.array([1.0, 49.0, np.nan])
+    assert np.allclose(scale_of("linear", forecast)[:2], [2.0, 50.0])
+    assert np.allclose(scale_of("sqrt", forecast)[:2], [np.sqrt(2.0), np.sqrt(50.0)])
+    assert np.allclose(scale_of("absolute", forecast)[:2], [1.0, 1.0])
+    assert all(np.isnan(scale_of(kind, forecast)[2]) for kind in ("linear", "sqrt", "absolute"))
+
+    scores = np.arange(1.0, 10.0) / 10  # errors of a tenth .. nine tenths of forecast + 1
+    table = IntervalTable.from_scores(scores, [80], windows=3, scale="linear")
+    assert table is not None and table.halfwidths["80"] == pytest.approx(0.8)
+    assert np.allclose(table.row_halfwidths(0.8, forecast[:2]), [1.6, 40.0])
+    assert table.width("80", None) == (pytest.approx(0.8), f"{POOLED}, x (forecast + 1)")
+    assert IntervalTable.from_metrics({"train_wape": 0.3, **table.as_metrics()}) == table
+    assert IntervalTable.from_metadata({"prediction_intervals": table.as_metadata()}) == table
+    older = {k: v for k, v in table.as_metadata().items() if k != "scale"}  # logged before
+    read = IntervalTable.from_metadata({"prediction_intervals": older})
+    assert read is not None and read.scale == "absolute"
+    with pytest.raises(ValueError, match="scale 'log' is none of absolute, sqrt, linear"):
+        IntervalTable.from_metadata({"prediction_intervals": {**older, "scale": "log"}})
 
 
 def test_bounds_clip_at_zero_and_coverage_counts_the_edges() -> None:

@@ -21,7 +21,13 @@ import numpy as np
 
 from retrain_assets.models.gate import SEASONAL_NAIVE, GateMetadata, GateOutcome
 from retrain_assets.models.interval_widening import widen_on_holdout
-from retrain_assets.prediction_intervals import IntervalTable, bounds, coverage
+from retrain_assets.prediction_intervals import (
+    ABSOLUTE,
+    SCALE_WORDS,
+    IntervalTable,
+    bounds,
+    coverage,
+)
 
 
 @dataclass(frozen=True)
@@ -46,19 +52,20 @@ def judge_coverage(
     if len(actual) == 0:
         said = "not judged: the holdout has no rows"
         return CoverageVerdict(True, said, {"interval_coverage": said})
-    shown: GateMetadata = {"interval_scores": intervals.scores}
+    shown: GateMetadata = {"interval_scores": intervals.scores, "interval_scale": intervals.scale}
     short = []
+    scaled = f" {SCALE_WORDS[intervals.scale]}" if intervals.scale != ABSOLUTE else ""
     for name, width in intervals.halfwidths.items():
-        lower, upper = bounds(forecast, width)
+        lower, upper = bounds(forecast, intervals.row_halfwidths(width, forecast))
         covered = coverage(actual, lower, upper)
         needed = float(name) / 100.0 - tolerance
         shown[f"coverage_{name}"] = round(covered, 4)
         shown[f"interval_halfwidth_{name}"] = round(width, 4)
         if covered < needed:
             short.append(
-                f"the {name} % interval (half-width {width:.3g}) covers {covered:.1%} of the "
-                f"holdout's {len(actual)} actuals, below the {needed:.1%} it needs ({name} % "
-                f"less RETRAIN_INTERVAL_COVERAGE_TOLERANCE's {tolerance * 100:g} points)"
+                f"the {name} % interval (half-width {width:.3g}{scaled}) covers {covered:.1%} "
+                f"of the holdout's {len(actual)} actuals, below the {needed:.1%} it needs "
+                f"({name} % less RETRAIN_INTERVAL_COVERAGE_TOLERANCE's {tolerance * 100:g} points)"
             )
     if short:
         reason = "coverage: " + "; ".join(short)

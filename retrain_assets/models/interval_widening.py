@@ -24,6 +24,7 @@ from retrain_assets.prediction_intervals import (
     bounds,
     conformal_halfwidth,
     coverage,
+    scale_of,
 )
 
 
@@ -35,7 +36,7 @@ def widen_on_holdout(
     A level that already covers keeps its width (never narrowed: the holdout is one sample).
     """
     actual, forecast = np.asarray(actual, dtype=float), np.asarray(forecast, dtype=float)
-    errors = np.abs(actual - forecast)
+    errors = np.abs(actual - forecast) / scale_of(intervals.scale, forecast)  # as the trainer's
     errors = errors[np.isfinite(errors)]
     measured = _measured(actual, forecast, intervals)
     widths: dict[str, float] = {}
@@ -66,7 +67,12 @@ def _measured(actual: np.ndarray, forecast: np.ndarray, intervals: IntervalTable
     if len(actual) == 0:
         return "were never checked (the holdout has no rows)"
     shares = ", ".join(
-        f"{coverage(actual, *bounds(forecast, width)) * 100:.1f} % at {name} %"
+        f"{_covered(actual, forecast, intervals, width) * 100:.1f} % at {name} %"
         for name, width in intervals.halfwidths.items()
     )
     return f"covered {shares} of {len(actual)} holdout actuals"
+
+
+def _covered(actual: np.ndarray, forecast: np.ndarray, table: IntervalTable, width: float) -> float:
+    """Return the share of actuals within one level's bounds (each row's width scaled)."""
+    return coverage(actual, *bounds(forecast, table.row_halfwidths(width, forecast)))

@@ -60,7 +60,10 @@ def model_bounds(
             lower[name] = upper[name] = np.full(rows, np.nan)
             continue
         widths = np.array([width for width, _ in picked], dtype=float)
-        lower[name], upper[name] = bounds(predictions, widths)
+        assert intervals is not None  # every width was found in it
+        lower[name], upper[name] = bounds(
+            predictions, intervals.row_halfwidths(widths, predictions)
+        )
         calibrations = [named for _, named in picked]
     note = None
     if intervals is None and levels:

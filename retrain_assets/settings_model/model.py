@@ -22,8 +22,17 @@ MAX_LEVELS = 5
 EMPTY_IS_A_VALUE = frozenset({"interval_levels"})
 # Choices and switches are spelt in any case and with spaces around them.
 _FOLDED = frozenset(
-    {"run_workers", "training_backend", "gate_rule", "canary_rule", "canary_final_rule"}
+    {
+        "run_workers",
+        "training_backend",
+        "gate_rule",
+        "canary_rule",
+        "canary_final_rule",
+        "interval_scale",
+    }
 )
+# What a prediction interval's half-width multiplies per row (prediction_intervals.scale_of).
+IntervalScale = Literal["absolute", "sqrt", "linear"]
 
 
 def unset(meaning: str, description: str) -> Any:
@@ -362,6 +371,12 @@ class RetrainSettings(BaseSettings):
     )
     interval_window_days: int = Field(
         7, ge=1, le=28, description="days each rolling-origin refit forecasts"
+    )
+    interval_scale: IntervalScale = Field(
+        "linear",
+        description="what a half-width multiplies per row: `linear` (forecast + 1: each series "
+        "its own width, normalized split conformal), `sqrt` (its square root) or `absolute` "
+        "(one width for every row); chosen on the tuning scenarios (BENCHMARKS.md)",
     )
     interval_coverage_tolerance: float = Field(
         0.10,

@@ -53,6 +53,22 @@ def test_intervals_leave_the_model_as_it_was_and_carry_widths_that_cover_new_row
         assert low <= coverage(fresh["units_sold"].to_numpy(), lower, upper) <= high
 
 
+def test_scaled_widths_are_each_rows_own_and_cover_new_rows_like_absolute_ones(
+    tmp_path: Path,
+) -> None:
+    data = dated(tmp_path / "train.parquet", days=60)
+    result = train(spec(data, intervals={**INTERVALS, "scale": "linear"}), tmp_path / "job")
+    table = IntervalTable.from_metrics(result.metrics)
+    assert table is not None and table.scale == "linear"
+    fresh = pd.read_parquet(write_dataset(tmp_path / "fresh.parquet", 4000, seed=99))
+    booster = lightgbm.Booster(model_file=str(result.model_path))
+    forecast = np.asarray(booster.predict(fresh[FEATURES].astype(float).to_numpy()))
+    widths = table.row_halfwidths(table.halfwidths["80"], forecast)
+    assert np.allclose(widths, table.halfwidths["80"] * (forecast + 1.0))  # the row's own
+    lower, upper = bounds(forecast, widths)
+    assert 0.75 <= coverage(fresh["units_sold"].to_numpy(), lower, upper) <= 0.86
+
+
 def test_a_window_too_short_for_two_origins_trains_without_widths_and_says_how_many(
     tmp_path: Path,
 ) -> None:

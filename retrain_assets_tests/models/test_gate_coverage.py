@@ -149,3 +149,26 @@ def test_a_first_model_whose_intervals_cover_is_served_with_the_trainers_widths(
     none = judge_intervals(naive_pass(), ACTUAL, FORECAST, None, 0.10, first_model=True)
     assert none.outcome.verdict.passed and none.served is None
     assert "interval_calibration" not in none.outcome.metadata
+
+
+def test_scaled_widths_are_judged_row_by_row_and_widened_on_scaled_errors():
+    # errors grow with the forecast (sd a tenth of forecast + 1): one width fits no row
+    rng = np.random.default_rng(8)
+    forecast = rng.uniform(1, 100, 2000)
+    actual = forecast + rng.normal(0, 0.1, 2000) * (forecast + 1.0)
+    scaled = IntervalTable({"80": 0.128}, windows=3, scores=600, scale="linear")
+    judged = judge_coverage(actual, forecast, scaled, 0.05)
+    assert judged.passed and judged.metadata["coverage_80"] == pytest.approx(0.80, abs=0.03)
+    assert judged.metadata["interval_scale"] == "linear"
+    small = forecast < 20  # the small series are covered as well as the large ones
+    lower, upper = bounds(forecast, scaled.row_halfwidths(0.128, forecast))
+    assert coverage(actual[small], lower[small], upper[small]) == pytest.approx(0.80, abs=0.05)
+
+    short = dataclasses.replace(scaled, halfwidths={"80": 0.05})
+    failed = judge_coverage(actual, forecast, short, 0.05)
+    assert "(half-width 0.05 x (forecast + 1)) covers" in failed.reason
+    widened = widen_on_holdout(actual, forecast, short)
+    assert widened.scale == "linear"
+    assert widened.halfwidths["80"] == pytest.approx(0.128, abs=0.01)  # the scaled quantile
+    lower, upper = bounds(forecast, widened.row_halfwidths(widened.halfwidths["80"], forecast))
+    assert coverage(actual, lower, upper) >= 0.80

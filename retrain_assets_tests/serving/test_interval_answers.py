@@ -124,6 +124,33 @@ def test_a_row_days_ahead_gets_the_width_of_that_day_ahead_and_names_it():
     assert outputs["horizon_days"]["data"] == [1.0, 7.0, -2.0]
 
 
+def test_a_scaled_model_answers_each_row_its_own_width_and_names_the_scale():
+    by_horizon = {1: {"80": 0.2, "95": 0.5}}
+    scaled = dataclasses.replace(WIDTHS["1"], by_horizon=by_horizon, scale="linear")
+    rows, frame = batch(2)
+    rows = dataclasses.replace(rows, horizons=[1, None])
+    table = RouteTable()
+    table.put(route())
+    table.loaded = True
+
+    def models(customer: str, version: str) -> Forecaster:
+        return Forecaster.of(customer, version, BOOSTERS[version], scaled)
+
+    forecast = Predictor(table, models, FakeLog(), clock=lambda: AT, levels=(80.0, 95.0)).forecast(
+        "acme", rows
+    )
+    expected = BOOSTERS["1"].predict(frame[MODEL_FEATURES])
+    answered = rows_response(forecast)["predictions"]
+    # day ahead 1: 0.2 x (forecast + 1); no day ahead: the pooled 4.0 x (forecast + 1)
+    assert [row["upper_80"] - row["prediction"] for row in answered] == pytest.approx(
+        [0.2 * (expected[0] + 1), 4.0 * (expected[1] + 1)]
+    )
+    assert [row["interval_calibration"] for row in answered] == [
+        f"{horizon_calibration(1)}, x (forecast + 1)",
+        f"{POOLED}, x (forecast + 1)",
+    ]
+
+
 def test_an_old_canary_answers_its_rows_without_bounds_and_says_so():
     rows, _ = batch(200)
     log = FakeLog()

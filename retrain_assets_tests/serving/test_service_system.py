@@ -48,6 +48,10 @@ STEADY, MOVING, BROKEN, NO_CHAMPION, LEVELS = (
     f"{n}-{SUFFIX}" for n in ("steady", "moving", "broken", "new", "levels")
 )
 WIDTHS = IntervalTable({"80": 3.0, "95": 7.5}, windows=2, scores=280)  # LEVELS' version 1
+# STEADY's version 1: widths per day ahead, each a multiple of the row's forecast + 1
+SCALED = IntervalTable(
+    {"80": 0.3, "95": 0.6}, 3, 420, by_horizon={7: {"80": 0.25, "95": 0.5}}, scale="linear"
+)
 KEYED_SPEC = TenantSpec(STEADY, "US", stores=2, items=6, seed=5)  # STEADY's published history
 DROPPED = ("S002", "I0003")  # a store and an item it has, never sold together
 README_SPEC = TenantSpec("northwind-us", "US", stores=2, items=3, seed=11)  # README's customer
@@ -71,7 +75,8 @@ def boosters(mlflow_uri: str) -> dict[tuple[str, str], object]:
     for customer in (STEADY, MOVING):
         for scale, offset in ((1.0, 0.0), (2.0, 100.0)):
             booster = train(scale, offset)
-            made[(customer, register(registry, customer, booster))] = booster
+            widths = SCALED if (customer, offset) == (STEADY, 0.0) else None
+            made[(customer, register(registry, customer, booster, widths))] = booster
     broken = train(1.0, 0.0, ("weather",))
     made[(BROKEN, register(registry, BROKEN, broken))] = broken
     readme = train(1.0, 0.0)
@@ -571,6 +576,10 @@ def test_a_week_ahead_is_forecast_from_what_training_computes_for_that_day(
     assert {(r["horizon_days"], r["defaulted"] == []) for r in rows} == {(7, True)}
     served = np.array([r["prediction"] for r in rows], dtype=float)
     assert np.allclose(served, booster.predict(training[MODEL_FEATURES]))
+    # its intervals: day 7's width, scaled by each row's own forecast, and said so
+    upper = np.array([r["upper_80"] for r in rows], dtype=float)
+    assert np.allclose(upper - served, 0.25 * (served + 1.0))
+    assert {r["interval_calibration"] for r in rows} == {"conformal, day ahead 7, x (forecast + 1)"}
 
 
 def triton_inputs(http, columns: dict, binary: bool) -> list:

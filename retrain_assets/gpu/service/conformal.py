@@ -4,7 +4,8 @@ For each of `windows` origins (every `window_days` days back from the newest tra
 model is refit, with the job's own settings, on the rows up to the origin and forecasts the
 `window_days` days after it: the forecast horizon the service answers for (no feature looks
 less than 7 days back, so a row h days after its origin has the features the service computes
-h days past the latest published day). The absolute errors of all windows are the conformity
+h days past the latest published day). The absolute errors of all windows, each divided by its
+forecast's scale (`prediction_intervals.scale_of`; 1 for "absolute"), are the conformity
 scores (`prediction_intervals.IntervalTable.from_scores`), pooled and by day ahead. Refits are
 deterministic like the model itself, so a resumed job computes the same widths.
 """
@@ -17,7 +18,8 @@ from typing import Any
 import lightgbm as lgb
 import numpy as np
 
-from retrain_assets.prediction_intervals import IntervalTable
+from retrain_assets.prediction_intervals import ABSOLUTE, IntervalTable, scale_of
+from retrain_assets.settings_model.model import IntervalScale
 
 DAY = np.timedelta64(1, "D")
 
@@ -44,8 +46,9 @@ def rolling_origin_scores(
     rounds: int,
     windows: int,
     window_days: int,
+    scale: IntervalScale = ABSOLUTE,
 ) -> tuple[np.ndarray, np.ndarray, int]:
-    """Return every window's absolute errors, each one's day ahead, and the windows with rows.
+    """Return every window's scaled errors, each one's day ahead, and the windows with rows.
 
     A window with no rows to train on before its origin, or none after it, is skipped.
     """
@@ -66,7 +69,7 @@ def rolling_origin_scores(
             num_boost_round=rounds,
         )
         forecast = np.asarray(booster.predict(features[judged], num_threads=1), dtype="float64")
-        scores.append(np.abs(labels[judged] - forecast))
+        scores.append(np.abs(labels[judged] - forecast) / scale_of(scale, forecast))
         ahead.append(((days[judged] - origin) // DAY).astype(np.int64))
         used += 1
     if not scores:
@@ -83,14 +86,15 @@ def conformal_intervals(
     levels: list[float],
     windows: int,
     window_days: int,
+    scale: IntervalScale = ABSOLUTE,
 ) -> ConformalResult:
     """Return the interval table of `levels`; fewer than two windows with rows back none.
 
     One window's errors would be a single origin's luck (mlforecast also asks for at least 2).
     """
     scores, ahead, used = rolling_origin_scores(
-        features, labels, days, params, rounds, windows, window_days
+        features, labels, days, params, rounds, windows, window_days, scale
     )
     if used < 2:
         return ConformalResult(None, used)
-    return ConformalResult(IntervalTable.from_scores(scores, levels, used, ahead), used)
+    return ConformalResult(IntervalTable.from_scores(scores, levels, used, ahead, scale), used)

@@ -79,6 +79,9 @@ class IntervalSpec(_Strict):
     levels: list[Annotated[float, Field(gt=0, lt=100)]] = Field(min_length=1, max_length=5)
     windows: int = Field(2, ge=2, le=12, description="rolling-origin refits (at least 2)")
     window_days: int = Field(7, ge=1, le=28)
+    scale: Literal["absolute", "sqrt", "linear"] = Field(
+        "absolute", description="what a half-width multiplies per row (prediction_intervals.py)"
+    )
     date_column: ColumnName = "date"
 
     @field_validator("levels")

@@ -190,6 +190,7 @@ def train(
             intervals.levels,
             intervals.windows,
             intervals.window_days,
+            intervals.scale,
         ).as_metrics()
     return TrainingResult(model_path, hashlib.sha256(data).hexdigest(), len(data), metrics)
 
