@@ -100,7 +100,10 @@ def test_a_winner_is_registered_once_as_challenger_and_retries_change_nothing(mo
     assert version.aliases == ["challenger"]
     assert version.tags == {"run_key": key, "customer": CUSTOMER}
     _, carried = registry.load_version_with_metadata(CUSTOMER, version.version)
-    assert carried["prediction_intervals"]["windows"] == 2  # what the service will serve
+    # what the service will serve: the trainer's defaults (3 windows, widths per series)
+    assert carried["prediction_intervals"]["windows"] == 3
+    assert carried["prediction_intervals"]["scale"] == "linear"
+    assert passed.metadata["interval_scale"].value == "linear"
     # the metadata shows the width rounded to 4 places
     assert carried["prediction_intervals"]["halfwidths"]["80"] == pytest.approx(widths[0], abs=5e-5)
     [run] = registry.runs_of(CUSTOMER, key)
