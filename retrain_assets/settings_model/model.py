@@ -22,7 +22,14 @@ MAX_LEVELS = 5
 EMPTY_IS_A_VALUE = frozenset({"interval_levels"})
 # Choices and switches are spelt in any case and with spaces around them.
 _FOLDED = frozenset(
-    {"run_workers", "training_backend", "gate_rule", "canary_rule", "canary_final_rule"}
+    {
+        "run_workers",
+        "training_backend",
+        "gate_rule",
+        "canary_rule",
+        "canary_final_rule",
+        "drift_approval",
+    }
 )
 
 
@@ -264,6 +271,14 @@ class RetrainSettings(BaseSettings):
         gt=0,
         description="how long a training run waits on an unreachable training service before it "
         "ends FAILED (an outage is recorded once, its ticks do not spend POLL_JOB's visits)",
+    )
+
+    # The retraining policy (policy/rule.py; per-customer thresholds: `retrain-assets settings`).
+    drift_approval: Literal["person", "auto"] = Field(
+        "person",
+        description="who approves retraining a customer whose features drifted: `person` (an "
+        "alert waits for the `approve_drift_retraining` job) or `auto` (`retraining_policy` "
+        "decides a `drift` training at once)",
     )
 
     # Evidence: how many rows a window needs to be judged (features/evidence.py).
