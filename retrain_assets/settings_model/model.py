@@ -295,7 +295,10 @@ class RetrainSettings(BaseSettings):
         '"not enough evidence")',
     )
     evidence_min_holdout_rows_per_store: int = Field(
-        1, ge=1, description="holdout rows each store with training rows needs"
+        1,
+        ge=1,
+        description="holdout rows each store with training rows needs (not a store that stopped "
+        "selling: none in the holdout, its newest row over 7 days older than its customer's)",
     )
 
     # The gate (`beats_champion`).
