@@ -4,7 +4,8 @@ Per scenario: decisions right where their two models differ by more than 2 % ove
 days (the others excluded, and counted apart); the worst promotion (the largest WAPE increase of
 a new champion over the one it replaced, next 28 days); the served WAPE of the platform, of an
 oracle and of two baselines on the days the platform served a champion; and how many demo days
-each change of the scenario took to reach the served model.
+each change of the scenario took to reach the served model, and apart the price changes (the
+issue's goal: each within PRICE_DAYS demo days).
 
 Served WAPE is over every row of demo days 1 .. days; a regime with no model yet (the platform
 before its first champion) counts the seasonal naive forecast, the gate's last resort.
@@ -24,6 +25,8 @@ from hindsight_score import HINDSIGHT_DAYS, DailyErrors, Judged, change_lag, jud
 from retrain_assets.demo.scenarios import ScenarioEvent
 
 REGIMES = ("platform", "oracle", "never", "newest")
+PRICE_KINDS = frozenset({"price_up", "price_down"})
+PRICE_DAYS = 10  # issue 37: a price change reaches the served model within this many demo days
 
 
 @dataclass
@@ -41,6 +44,7 @@ class ScenarioResult:
     worst_promotion: float = math.nan  # the largest relative WAPE increase of a move
     served: dict[str, float] = field(default_factory=dict)  # regime -> WAPE
     lags: list[int] = field(default_factory=list)  # demo days, per change that reached
+    price_lags: list[int | None] = field(default_factory=list)  # per price change (None: never)
     changes: int = 0  # changes starting in demo days 1 .. days
     trainings: int = 0
     alerts: int = 0
@@ -90,6 +94,8 @@ def result_of(
             lag = change_lag(event.first_day, tenant.served, tenant.models)
             if lag is not None:
                 found.lags.append(lag)
+            if event.kind in PRICE_KINDS:
+                found.price_lags.append(lag)
     found.served = {n: e / v if v else math.nan for n, (e, v) in totals.items()}
     _count(found, judged)
     return found, judged
@@ -125,6 +131,11 @@ def _lag_text(r: ScenarioResult) -> str:
         return "no change"
     shown = f"{statistics.median(r.lags):g} / {max(r.lags)}" if r.lags else "- / -"
     return f"{shown} ({r.unreached} of {r.changes} never)"
+
+
+def _price_text(r: ScenarioResult) -> str:
+    shown = ", ".join("never" if lag is None else str(lag) for lag in r.price_lags)
+    return f"{r.label}: {shown}"
 
 
 def _worst_text(r: ScenarioResult) -> str:
@@ -194,6 +205,10 @@ def summary(results: Sequence[ScenarioResult]) -> str:
     ]
     decided = sum(r.decisions for r in results)
     right = sum(r.right for r in results)
+    prices = [lag for r in results for lag in r.price_lags]
+    within = sum(lag is not None and lag <= PRICE_DAYS for lag in prices)
+    reached = sorted(lag for lag in prices if lag is not None)
+    after = f"reached after {', '.join(map(str, reached))} days" if reached else "none reached"
     lines = [
         f"| over {len(results)} scenarios | min / median / max |",
         "|---|---|",
@@ -201,5 +216,8 @@ def summary(results: Sequence[ScenarioResult]) -> str:
         f"| all decisions pooled | {right} of {decided} right "
         f"({right / decided if decided else math.nan:.0%}); "
         f"{sum(r.excluded for r in results)} within 2 % not counted |",
+        f"| price changes reaching the served model within {PRICE_DAYS} demo days | {within} of "
+        f"{len(prices)} ({', '.join(_price_text(r) for r in results if r.price_lags)}); "
+        f"{after} |",
     ]
     return "\n".join(lines)

@@ -13,7 +13,10 @@ empty"). The same rule answers twice:
 Enough evidence: at least `min_train_rows` rows in the training part, at least
 `min_holdout_rows` in the holdout, and every store that has training rows has at least
 `min_holdout_rows_per_store` rows in the holdout (a model is judged for the stores it serves;
-a holdout of one store cannot speak for the others). The minimums are settings:
+a holdout of one store cannot speak for the others), unless the store stopped selling: no row
+in the holdout, and its newest row more than STILL_SELLING_DAYS older than the customer's
+(issue 37: a closed store refused every candidate of its customer for as long as it stayed in
+the training part). The minimums are settings:
 RETRAIN_EVIDENCE_MIN_TRAIN_ROWS, RETRAIN_EVIDENCE_MIN_HOLDOUT_ROWS and
 RETRAIN_EVIDENCE_MIN_HOLDOUT_ROWS_PER_STORE.
 """
@@ -22,7 +25,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pandas as pd
 
@@ -30,6 +33,10 @@ from retrain_assets.settings_model import FIELDS, current_settings
 
 NOT_ENOUGH = "not enough evidence"
 HOLDOUT_DAYS = 7  # `training_job`'s default holdout, the one the policy's decisions train with
+# A store whose newest row is more than this many days older than its customer's newest has
+# stopped selling (closed): over a week, so a store shut one day a week still sells, and over
+# the default 7-day holdout, so a store must also miss the day before it.
+STILL_SELLING_DAYS = 7
 
 
 def gate_windows() -> tuple[int, int]:
@@ -98,6 +105,8 @@ class WindowRows:
     train_by_store: Mapping[str, int]
     holdout_by_store: Mapping[str, int]
     newest_day_with_rows: dt.date | None  # of the customer, in what was read
+    # each store's newest day with rows, in what was read (a store not named: unknown, counted)
+    newest_day_by_store: Mapping[str, dt.date] = field(default_factory=dict)
 
     @property
     def train_rows(self) -> int:
@@ -108,6 +117,25 @@ class WindowRows:
     def holdout_rows(self) -> int:
         """Return the rows of the holdout."""
         return sum(self.holdout_by_store.values())
+
+    @property
+    def stopped_stores(self) -> dict[str, dt.date]:
+        """Return the stores that stopped selling, with their newest day with rows.
+
+        A store with training rows, none in the holdout, whose newest row is more than
+        STILL_SELLING_DAYS older than the customer's: the model cannot be judged for it, and
+        it no longer serves it.
+        """
+        if self.newest_day_with_rows is None:
+            return {}
+        since = self.newest_day_with_rows - dt.timedelta(days=STILL_SELLING_DAYS)
+        return {
+            store: last
+            for store in sorted(self.train_by_store)
+            if not self.holdout_by_store.get(store)
+            and (last := self.newest_day_by_store.get(store)) is not None
+            and last < since
+        }
 
 
 @dataclass(frozen=True)
@@ -130,6 +158,7 @@ class Evidence:
             "holdout_rows": r.holdout_rows,
             "train_rows_by_store": dict(r.train_by_store),
             "holdout_rows_by_store": dict(r.holdout_by_store),
+            "stores_stopped": {store: day.isoformat() for store, day in r.stopped_stores.items()},
             "newest_day_with_rows": (
                 r.newest_day_with_rows.isoformat() if r.newest_day_with_rows else None
             ),
@@ -158,12 +187,22 @@ def count_rows(
         train_by_store=_by_store(train),
         holdout_by_store=_by_store(holdout),
         newest_day_with_rows=max(days) if len(days) else None,
+        newest_day_by_store=newest_day_by_store(mine),
     )
 
 
 def _by_store(frame: pd.DataFrame) -> dict[str, int]:
     counts = frame.groupby(frame["store_id"].astype(str), observed=True).size()
     return {str(store): int(n) for store, n in counts.items() if n}
+
+
+def newest_day_by_store(frame: pd.DataFrame) -> dict[str, dt.date]:
+    """Return each store's newest day with rows in `frame` (columns `store_id`, `date`)."""
+    if frame.empty:
+        return {}
+    days = pd.to_datetime(frame["date"]).dt.date
+    newest = days.groupby(frame["store_id"].astype(str).to_numpy()).max()
+    return {str(store): day for store, day in newest.items()}
 
 
 def judge_window(rows: WindowRows, rules: EvidenceRules) -> Evidence:
@@ -190,15 +229,17 @@ def judge_window(rows: WindowRows, rules: EvidenceRules) -> Evidence:
             f"{holdout} has {rows.holdout_rows} rows of {rows.customer} "
             f"(needs >= {rules.min_holdout_rows})"
         )
+    stopped = rows.stopped_stores
+    selling = [store for store in sorted(rows.train_by_store) if store not in stopped]
     short = {
         store: rows.holdout_by_store.get(store, 0)
-        for store in sorted(rows.train_by_store)
+        for store in selling
         if rows.holdout_by_store.get(store, 0) < rules.min_holdout_rows_per_store
     }
     if short and rules.enough_holdout(rows.holdout_rows):
         listed = ", ".join(f"{store}: {n}" for store, n in short.items())
         shortfalls.append(
-            f"{holdout} has too few rows for {len(short)} of {len(rows.train_by_store)} "
+            f"{holdout} has too few rows for {len(short)} of {len(selling)} "
             f"store(s) ({listed}; needs >= {rules.min_holdout_rows_per_store} each)"
         )
     newest = rows.newest_day_with_rows
@@ -208,6 +249,9 @@ def judge_window(rows: WindowRows, rules: EvidenceRules) -> Evidence:
         tail = f"; {rows.customer} has no rows in {rows.first_day} .. {rows.last_day}"
     else:
         tail = ""
+    if stopped:
+        listed = ", ".join(f"{store} since {day}" for store, day in stopped.items())
+        tail += f"; not counted, stopped selling (no rows): {listed}"
     if shortfalls:
         return Evidence(False, f"{NOT_ENOUGH}: {'; '.join(shortfalls)}{tail}", rows)
     reason = (
@@ -237,7 +281,17 @@ def judge_parts(
         start, last = min(holdout_days), max(holdout_days)
     else:
         start = last = (max(train_days) + dt.timedelta(days=1)) if len(train_days) else first
-    rows = WindowRows(customer, first, start, last, _by_store(train), _by_store(holdout), newest)
+    both = pd.concat([train[["store_id", "date"]], holdout[["store_id", "date"]]])
+    rows = WindowRows(
+        customer,
+        first,
+        start,
+        last,
+        _by_store(train),
+        _by_store(holdout),
+        newest,
+        newest_day_by_store(both),
+    )
     return judge_window(rows, rules)
 
 

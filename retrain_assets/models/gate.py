@@ -174,6 +174,7 @@ def judge_gate(
         evidence_rules,
         dict(evidence.rows.train_by_store),
         evidence.rows.customer,
+        evidence.rows.newest_day_by_store,
     )
     shown: GateMetadata = {**by_margin.metadata}
     shown |= {k: v for k, v in judged.metadata.items() if k not in shown and k != "rule"}

@@ -28,6 +28,7 @@ newest weeks counting most). The store guard and the WAPEs shown are unweighted.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -121,17 +122,22 @@ def judge_with_evidence(
     evidence_rules: EvidenceRules,
     train_by_store: dict[str, int],
     customer: str,
+    train_last_days: Mapping[str, dt.date] | None = None,
 ) -> EvidenceVerdict:
     """Judge the candidate's and the reference's forecasts of the holdout's rows.
 
     `holdout`: rows with `date`, `store_id` and the label; `candidate` and `reference`: one
     forecast a row; `train_by_store`: the training part's rows per store (which stores the
-    model serves, for the per-window evidence).
+    model serves, for the per-window evidence); `train_last_days`: each store's newest day
+    with rows in the training part (with the holdout's, which stores stopped selling and are
+    not asked for rows; None: unknown, every store is asked).
     """
     actual = holdout[LABEL].to_numpy(dtype=float)
     days = pd.to_datetime(holdout["date"]).dt.date.to_numpy()
     stores = holdout["store_id"].astype(str).to_numpy()
-    windows, shortfall = _windows(days, stores, rules, evidence_rules, train_by_store, customer)
+    windows, shortfall = _windows(
+        days, stores, rules, evidence_rules, train_by_store, customer, train_last_days
+    )
     try:
         reference_wape = wape(actual, reference)
         candidate_wape = wape(actual, candidate)
@@ -227,6 +233,7 @@ def holdout_shortfall(
     evidence_rules: EvidenceRules,
     train_by_store: dict[str, int],
     customer: str,
+    train_last_days: Mapping[str, dt.date] | None = None,
 ) -> str:
     """Return why this gate could not judge the holdout's rows, "" when it could.
 
@@ -237,7 +244,9 @@ def holdout_shortfall(
     """
     days = pd.to_datetime(holdout["date"]).dt.date.to_numpy()
     stores = holdout["store_id"].astype(str).to_numpy()
-    windows, shortfall = _windows(days, stores, rules, evidence_rules, train_by_store, customer)
+    windows, shortfall = _windows(
+        days, stores, rules, evidence_rules, train_by_store, customer, train_last_days
+    )
     if shortfall:
         return shortfall
     inside = np.isin(days, np.asarray([d for w in windows for d in w]))
@@ -264,8 +273,13 @@ def _windows(
     evidence_rules: EvidenceRules,
     train_by_store: dict[str, int],
     customer: str,
+    train_last_days: Mapping[str, dt.date] | None = None,
 ) -> tuple[list[list[dt.date]], str]:
-    """Return the windows' days, newest last, and the shortfall of the first short one ("")."""
+    """Return the windows' days, newest last, and the shortfall of the first short one ("").
+
+    A store's newest day is its newest in the training part or the holdout, so a store that
+    stopped selling (features/evidence.py) is not asked for rows in any window.
+    """
     if len(days) == 0:
         return [], f"{NOT_ENOUGH}: the holdout has no rows of {customer}"
     last = max(days)
@@ -275,6 +289,7 @@ def _windows(
         end = last - k * rules.window_days * one
         windows.append([end - i * one for i in reversed(range(rules.window_days))])
     first = windows[0][0]
+    newest = _newest_days(days, stores, train_last_days)
     if min(days) > first:
         return windows, (
             f"{NOT_ENOUGH}: the holdout {min(days)} .. {last} is shorter than "
@@ -291,11 +306,22 @@ def _windows(
             train_by_store,
             {str(s): int(c) for s, c in counts.items()},
             max(days),
+            newest,
         )
         judged = judge_window(rows, evidence_rules)
         if not judged.enough:
             return windows, f"window {n} of {len(windows)}: {judged.reason}"
     return windows, ""
+
+
+def _newest_days(
+    days: np.ndarray, stores: np.ndarray, train_last_days: Mapping[str, dt.date] | None
+) -> dict[str, dt.date]:
+    """Return each store's newest day with rows: the holdout's, else the training part's."""
+    newest = dict(train_last_days or {})
+    in_holdout = pd.Series(days).groupby(stores).max()
+    newest.update({str(store): day for store, day in in_holdout.items()})
+    return newest
 
 
 def _per_window(

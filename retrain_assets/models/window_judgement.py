@@ -81,7 +81,12 @@ def judged_by_the_evidence_gate(
     days = pd.to_datetime(mine["date"]).dt.date
     holdout = mine[(days >= r.holdout_start) & (days <= r.last_day)]
     why = holdout_shortfall(
-        holdout, GateRules.from_settings(), rules, dict(r.train_by_store), r.customer
+        holdout,
+        GateRules.from_settings(),
+        rules,
+        dict(r.train_by_store),
+        r.customer,
+        r.newest_day_by_store,
     )
     if not why:
         return evidence

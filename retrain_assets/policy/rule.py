@@ -2,7 +2,9 @@
 
 Pure apart from `drift_of`, which the sensor backs with the feature files; the order of the
 checks is the policy: busy, first training (history), the customer's rows in the window it
-would train on (`_data_stopped`), schedule, volume, then drift.
+would train on (`_data_stopped`), schedule, volume, then drift. Drift raises an alert for a
+person to approve, or with RETRAIN_DRIFT_APPROVAL=auto decides at once (issue 37: alerts left
+waiting kept regime changes from the served model).
 """
 
 from __future__ import annotations
@@ -25,15 +27,19 @@ from retrain_assets.policy.history import (
     new_rows,
 )
 from retrain_assets.policy.thresholds import PolicySettings
+from retrain_assets.settings_model import current_settings, env_name
 from retrain_assets.store.snapshot_ref import SnapshotRef
 
 APPROVAL_JOB = "approve_drift_retraining"
+DRIFT_APPROVAL = env_name("drift_approval")
+DriftApproval = Literal["person", "auto"]
 DriftOf = Callable[[Decision, list[dt.date]], DriftMeasure]
 # What an outcome is, in a word or three: the tick's log counts customers by it.
 Kind = Literal[
     "first training",
     "schedule",
     "volume",
+    "drift",
     "drift alert",
     "busy",
     "not enough history",
@@ -68,13 +74,16 @@ def policy_outcome(
     *,
     window: WindowDays | None = None,
     rules: EvidenceRules | None = None,
+    approval: DriftApproval | None = None,
 ) -> Outcome:
     """Return the policy's outcome for one customer.
 
     `window`: the days of the snapshot a decision would name now (`window_days_of` over
     `choose_window` for the customer's window_days; the caller may pass the one it built for
     every customer with those days);
-    `rules`: the evidence minimums (default: `EvidenceRules.from_settings()`).
+    `rules`: the evidence minimums (default: `EvidenceRules.from_settings()`);
+    `approval`: who approves retraining on drift (default: `drift_approval()`, read only when
+    drift or a pending alert is reached).
     """
     if busy:
         return Outcome("skip", "busy", f"busy ({busy}): no new decision until it finishes")
@@ -125,14 +134,23 @@ def policy_outcome(
         f"last decision {last.id} is {age.days} day(s) old ({_schedule(last, settings, days)}), "
         f"{rows} of {settings.min_new_rows} new rows"
     )
-    if alert is not None:
+    if alert is not None and (approval or drift_approval()) == "person":
         return Outcome(
             "skip",
             "waiting for drift approval",
             f"{alert.describe()}; alert {alert.id} waiting for approval since "
             f"{alert.detected_at:%Y-%m-%d %H:%M} (launch {APPROVAL_JOB} for {customer}); {status}",
         )
-    return _drift_outcome(customer, settings, published, last, status, drift_of)
+    return _drift_outcome(customer, settings, published, last, status, drift_of, approval)
+
+
+def drift_approval() -> DriftApproval:
+    """Return RETRAIN_DRIFT_APPROVAL: `person` (an alert waits for the approval job) or `auto`.
+
+    Raises:
+        SettingsError: the variable names neither (or another setting is bad).
+    """
+    return current_settings().drift_approval
 
 
 @dataclass(frozen=True)
@@ -257,8 +275,13 @@ def _drift_outcome(
     last: Decision,
     status: str,
     drift_of: DriftOf,
+    approval: DriftApproval | None,
 ) -> Outcome:
-    """Nothing else is due: measure drift once enough new days are published."""
+    """Nothing else is due: measure drift once enough new days are published.
+
+    Over the threshold: an alert a person approves, or a `drift` decision when approval is
+    `auto` (a pending alert of the person's time is resolved by that decision).
+    """
     recent = days_after(published, last.last_day, settings.drift_recent_days)
     if len(recent) < settings.drift_recent_days:
         return Outcome(
@@ -268,6 +291,27 @@ def _drift_outcome(
             f"{len(recent)} published",
         )
     drift = drift_of(last, recent)
+    if drift.value >= settings.drift_threshold and (approval or drift_approval()) == "auto":
+        reason = (
+            f"drift {drift.value:.2f} >= {settings.drift_threshold:g} ({drift.feature}, "
+            f"{drift.recent_first} .. {drift.recent_last}), approved automatically "
+            f"({DRIFT_APPROVAL}=auto); {status}"
+        )
+        return Outcome(
+            "decide",
+            "drift",
+            reason,
+            "drift",
+            drift=drift,
+            details={
+                "settings": dataclasses.asdict(settings),
+                "drift": drift.value,
+                "drift_feature": drift.feature,
+                "threshold": settings.drift_threshold,
+                "approved_by": f"{DRIFT_APPROVAL}=auto",
+                "last_decision": last.id,
+            },
+        )
     if drift.value >= settings.drift_threshold:
         reason = (
             f"drift {drift.value:.2f} >= {settings.drift_threshold:g} ({drift.feature}, "

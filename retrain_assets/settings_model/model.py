@@ -29,6 +29,7 @@ _FOLDED = frozenset(
         "canary_rule",
         "canary_final_rule",
         "interval_scale",
+        "drift_approval",
     }
 )
 # What a prediction interval's half-width multiplies per row (prediction_intervals.scale_of).
@@ -275,6 +276,14 @@ class RetrainSettings(BaseSettings):
         "ends FAILED (an outage is recorded once, its ticks do not spend POLL_JOB's visits)",
     )
 
+    # The retraining policy (policy/rule.py; per-customer thresholds: `retrain-assets settings`).
+    drift_approval: Literal["person", "auto"] = Field(
+        "person",
+        description="who approves retraining a customer whose features drifted: `person` (an "
+        "alert waits for the `approve_drift_retraining` job) or `auto` (`retraining_policy` "
+        "decides a `drift` training at once)",
+    )
+
     # Evidence: how many rows a window needs to be judged (features/evidence.py).
     evidence_min_train_rows: int = Field(
         28,
@@ -289,7 +298,10 @@ class RetrainSettings(BaseSettings):
         '"not enough evidence")',
     )
     evidence_min_holdout_rows_per_store: int = Field(
-        1, ge=1, description="holdout rows each store with training rows needs"
+        1,
+        ge=1,
+        description="holdout rows each store with training rows needs (not a store that stopped "
+        "selling: none in the holdout, its newest row over 7 days older than its customer's)",
     )
 
     # The gate (`beats_champion`).

@@ -66,6 +66,7 @@ def test_a_customer_with_zero_rows():
 
 
 def test_a_holdout_with_rows_for_only_one_store():
+    # s2's newest row (D+22) is 7 days older than acme's: not yet "stopped selling", counted
     frame = rows(30, items=3, skip_store_after=("s2", D + dt.timedelta(days=22)))
     verdict = judge(frame, D, D + dt.timedelta(days=29))
     assert not verdict.enough
@@ -73,6 +74,15 @@ def test_a_holdout_with_rows_for_only_one_store():
         "not enough evidence: holdout 2026-05-24 .. 2026-05-30 has too few rows for 1 of 2 "
         "store(s) (s2: 0; needs >= 1 each)"
     )
+
+
+def test_a_store_that_stopped_selling_before_the_holdout_is_not_counted():
+    # s2's newest row is D+15, more than STILL_SELLING_DAYS (7) older than acme's (D+29): closed
+    frame = rows(30, items=3, skip_store_after=("s2", D + dt.timedelta(days=15)))
+    verdict = judge(frame, D, D + dt.timedelta(days=29))
+    assert verdict.enough
+    assert verdict.reason.endswith("; not counted, stopped selling (no rows): s2 since 2026-05-16")
+    assert verdict.as_metadata()["stores_stopped"] == {"s2": "2026-05-16"}
 
 
 def test_the_latest_judgeable_window_ends_where_the_rows_do():

@@ -113,6 +113,23 @@ def test_a_window_without_a_store_names_the_window_and_the_store():
     )
 
 
+def test_a_store_that_closed_in_an_earlier_window_is_not_asked_for_rows_later():
+    frame = holdout(days=28)
+    closed = (frame["store_id"] == "S003") & (frame["date"] > pd.Timestamp("2026-04-27"))
+    frame = frame[~closed]  # S003's newest day is in window 1, over a week before the holdout's
+    verdict = judge(frame, noisy(frame, 1, 2), noisy(frame, 5, 3), windows=4)
+    assert verdict.rule == "interval" and verdict.passed
+
+
+def test_a_store_missing_from_the_newest_week_only_is_still_asked_for_rows():
+    frame = holdout(days=28)
+    closed = (frame["store_id"] == "S003") & (frame["date"] > pd.Timestamp("2026-05-13"))
+    frame = frame[~closed]  # S003 sold up to the day before window 4: a gap, not a closure yet
+    verdict = judge(frame, noisy(frame, 1, 2), noisy(frame, 5, 3), windows=4)
+    assert not verdict.passed and verdict.rule == "evidence"
+    assert verdict.reason.startswith("window 4 of 4: not enough evidence: holdout 2026-05-14")
+
+
 def test_unscorable_forecasts_fail_naming_the_rule():
     frame = holdout()
     candidate = noisy(frame, 1, 2)

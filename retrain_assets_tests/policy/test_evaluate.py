@@ -4,6 +4,7 @@ import datetime as dt
 
 import pytest
 
+from retrain_assets.policy.alerts import DriftAlert
 from retrain_assets.policy.decisions import Decision
 from retrain_assets.policy.drift import DriftMeasure
 from retrain_assets.policy.history import choose_window, new_rows
@@ -70,7 +71,8 @@ def test_a_busy_customer_gets_no_decision(db, publish):
     assert outcome.action == "skip" and "busy (training machine in POLL_JOB)" in outcome.reason
 
 
-def test_drift_over_the_threshold_asks_for_approval_and_never_decides(db, publish):
+def test_drift_over_the_threshold_asks_for_approval_and_never_decides(db, publish, monkeypatch):
+    monkeypatch.setenv("RETRAIN_DRIFT_APPROVAL", "person")
     publish(0, 29, {"acme": 10})
     last = trained_through(db, 29)
     soon = last.decided_at + dt.timedelta(hours=1)
@@ -89,6 +91,33 @@ def test_drift_over_the_threshold_asks_for_approval_and_never_decides(db, publis
     assert alert.details == {"decision_id": last.id, "threshold": 0.5}
     calm = decide(db, last, soon)
     assert calm.action == "skip" and "drift 0.10 < 0.5" in calm.reason
+
+
+def test_drift_approved_automatically_is_a_drift_decision_and_a_pending_alert_waits_no_more(
+    db, publish, monkeypatch
+):
+    monkeypatch.setenv("RETRAIN_DRIFT_APPROVAL", "auto")
+    publish(0, 29, {"acme": 10})
+    last = trained_through(db, 29)
+    publish(30, 32, {"acme": 10})
+    soon = last.decided_at + dt.timedelta(hours=1)
+
+    def drifted(decision: Decision, recent: list[dt.date]) -> DriftMeasure:
+        return DriftMeasure(2.5, "rolling_mean_7", recent[0], recent[-1])
+
+    decided = decide(db, last, soon, drift_of=drifted)
+    assert (decided.action, decided.kind, decided.policy) == ("decide", "drift", "drift")
+    assert decided.reason.startswith(
+        "drift 2.50 >= 0.5 (rolling_mean_7, 2026-01-31 .. 2026-02-02), approved automatically "
+        "(RETRAIN_DRIFT_APPROVAL=auto)"
+    )
+    assert decided.details["approved_by"] == "RETRAIN_DRIFT_APPROVAL=auto"
+    alert = DriftAlert(7, "acme", last.id, "price", 1.2, 0.5, day(30), day(32), soon)
+    args = (SETTINGS, latest_snapshots(db), last, alert, None, soon, drifted)
+    assert policy_outcome("acme", *args).policy == "drift"  # not "waiting for drift approval"
+    waiting = policy_outcome("acme", *args, approval="person")
+    assert (waiting.action, waiting.kind) == ("skip", "waiting for drift approval")
+    assert decide(db, last, soon).kind == "nothing due"  # below the threshold: nothing
 
 
 @pytest.mark.parametrize(

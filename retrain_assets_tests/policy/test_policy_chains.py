@@ -14,6 +14,7 @@ from retrain_assets.policy.alerts import pending_alerts, raise_alert
 from retrain_assets.policy.approval import APPROVED_BY, approve_drift_retraining
 from retrain_assets.policy.decisions import list_decisions
 from retrain_assets.policy.drift import DriftMeasure
+from retrain_assets.policy.evaluation import PolicyState
 from retrain_assets.policy.thresholds import set_settings
 from retrain_assets.store.resource import ProjectDatabase
 from retrain_assets_tests.policy.days import day
@@ -68,3 +69,25 @@ def test_an_alert_approved_from_the_approval_job_is_one_drift_decision_the_senso
     )
     assert "no drift alert is waiting for approval for acme" in str(failure.event_specific_data)
     assert len([d for d in list_decisions(db) if d.policy == "drift"]) == 1
+
+
+def test_drift_approved_automatically_is_a_drift_decision_the_sensor_requests_at_once(
+    db, publish, instance, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("RETRAIN_DRIFT_APPROVAL", "auto")
+    publish(0, 29, {"acme": 10})
+    trained = trained_through(db, 29)
+    raise_alert(db, "acme", trained.id, DriftMeasure(1.2, "price", day(28), day(29)), 0.5)
+    publish(30, 36, {"acme": 10})  # drift's 7 new days; 70 rows, far from the volume's 1000
+
+    def drifted(self, last, recent):  # the feature files' measure, over the threshold
+        return DriftMeasure(2.5, "price", recent[0], recent[-1])
+
+    monkeypatch.setattr(PolicyState, "drift_of", drifted)
+    [request] = tick(instance, db, tmp_path).run_requests
+    [drift] = [d for d in list_decisions(db) if d.policy == "drift"]
+    assert (drift.customer, drift.decided_by) == ("acme", "retraining_policy sensor")
+    assert "approved automatically (RETRAIN_DRIFT_APPROVAL=auto)" in drift.reason
+    assert (request.partition_key, request.run_key) == ("acme", f"decision-{drift.id}")
+    assert request.tags["retrain/policy"] == "drift"
+    assert pending_alerts(db) == {}  # the decision answered the alert a person never approved
