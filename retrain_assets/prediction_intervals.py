@@ -36,7 +36,8 @@ import numpy as np
 from retrain_assets.settings_model import FIELDS, current_settings
 from retrain_assets.settings_model.model import IntervalScale
 
-METHOD = "split conformal: absolute errors of rolling-origin refits"
+# the entry's `scale` says what each absolute error was divided by ("absolute": nothing)
+METHOD = "split conformal: absolute errors of rolling-origin refits, over their scale"
 METADATA_KEY = "prediction_intervals"  # the registered MLflow model's metadata entry
 _PREFIX = "interval_"  # the artifact's metrics: interval_halfwidth_80, interval_windows, ...
 TRAINER_BACKTESTS = "trainer backtests"  # the widths as the trainer computed them

@@ -74,7 +74,8 @@ def _tick(context: dg.SensorEvaluationContext, project_db: ProjectDatabase) -> d
     now = shown(context.instance)
     moved = unmaterialized(verdicts, now)
     events = [materialization(c, serving) for c in moved if (serving := verdicts[c].serving)]
-    stale = [c for c in unreported(verdicts, now) if c not in set(moved)]
+    waiting = set(moved)  # reported by the next tick, once the daemon stored the move
+    stale = [c for c in unreported(verdicts, now) if c not in waiting]
     counts = {s: sum(1 for v in verdicts.values() if v.severity == s) for s in ("warn", "error")}
     summary = (
         f"{len(customers)} customer(s): {len(customers) - counts['warn'] - counts['error']} "
