@@ -19,6 +19,7 @@ import requests
 from retrain_assets.demo.forecast_requests import key_rows
 from retrain_assets.demo.simulate import land_tenant
 from retrain_assets.demo.tenants import TenantSpec
+from retrain_assets.features.lookback import LOOKBACK_DAYS
 from retrain_assets.registry.mlflow_registry import CHAMPION, MlflowRegistry
 from retrain_assets_tests.deployment.platform_helpers import (
     app,
@@ -36,7 +37,9 @@ from retrain_assets_tests.support.waiting import wait_until
 pytestmark = pytest.mark.system
 
 START, LAST = dt.date(2025, 8, 1), dt.date(2025, 9, 17)  # days of this module only
-FIRST_FEATURE_DAY = START + dt.timedelta(days=28)  # features look 28 days of sales back
+# features look LOOKBACK_DAYS of sales back (34 since store_day_features-v2): a feature day
+# before that would train and judge on windows the landed sales only partly fill
+FIRST_FEATURE_DAY = START + dt.timedelta(days=LOOKBACK_DAYS)
 ASKED = days(LAST + dt.timedelta(days=1), LAST + dt.timedelta(days=4))  # not published yet
 KEY_FIELDS = {"store_id", "item_id", "date", "price", "on_promo"}
 

@@ -310,7 +310,9 @@ def test_a_job_that_hits_its_time_limit_times_out_and_the_resubmission_resumes(
         slurm.rest, slurm.storage, dataclasses.replace(slurm.options, time_limit_minutes=1)
     )
     key = new_key()
-    crawl = {"faults": {"slow_seconds_per_round": 2.0, "on_attempts": [1]}}  # 80 s > 1 min
+    # 120 s: past the 1-min limit and past Slurm's check of limits (every 30 s, then KillWait 5 s),
+    # which at 80 s let the job finish first on a quiet machine
+    crawl = {"faults": {"slow_seconds_per_round": 3.0, "on_attempts": [1]}}
     spec = training_spec(dataset, **crawl)
     job = short.submit(key, spec)
     ended = wait_for(short, job.id, lambda j: j.status.finished, 180, "the time limit")
