@@ -94,11 +94,15 @@ def test_a_canary_is_judged_on_forecasts_asked_by_key_and_promoted(shared_platfo
     customer = spec.name
     land_and_publish(platform, spec, START, LAST)
     weak = features(platform, customer, FIRST_FEATURE_DAY, LAST - dt.timedelta(days=10))
-    first = register_version(platform, customer, f"{customer}-weak", weak, rounds=12)
+    # weak and strong by far (WAPE 0.36 and 0.30 on every asked row, measured offline), so a
+    # 10 % canary sample of a few dozen rows cannot reverse them: 12 and 150 rounds were 0.33
+    # and 0.32, and the canary rolled the strong one back on 36 and on 64 rows. The weak one
+    # still beats the seasonal naive on the newest 3 days (0.46 vs 0.50), as its deploy needs.
+    first = register_version(platform, customer, f"{customer}-weak", weak, rounds=8)
     deploy(platform, customer)  # no champion yet: promoted directly
     assert registry.aliases(customer)[CHAMPION] == first
     train = features(platform, customer, FIRST_FEATURE_DAY, LAST)
-    second = register_version(platform, customer, f"{customer}-strong", train, rounds=150)
+    second = register_version(platform, customer, f"{customer}-strong", train, rounds=60)
     deploy(platform, customer)
     [(rollout_id,)] = app(
         platform, "SELECT id FROM rollouts WHERE customer = %s AND outcome IS NULL", (customer,)
