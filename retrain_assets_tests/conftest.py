@@ -30,6 +30,7 @@ from retrain_assets_tests.support.platform_ledger import (
     print_summary,
 )
 from retrain_assets_tests.support.worker_groups import assign_groups, check_groups_reached_xdist
+from retrain_assets_tests.support.worker_timeline import WorkerTimeline, print_timeline
 from retrain_assets_tests.ui.browser import Journey, journey_on, launch_chromium
 
 SHARED_PLATFORM_ENV = {
@@ -78,6 +79,13 @@ def pytest_xdist_node_collection_finished(node: WorkerController, ids: list[str]
 
 # The platforms the workers started, handed over as each worker finished (support/platform_ledger)
 WORKER_PLATFORMS: list[PlatformEntry] = []
+# In the controller: which worker ran which groups, and when (support/worker_timeline)
+TIMELINE = WorkerTimeline()
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """In the controller: note each worker's report for the workers' timelines."""
+    TIMELINE.add_report(report)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
@@ -98,6 +106,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """Print how many whole platforms the session started and each one's time (issue 36)."""
     if getattr(terminalreporter.config, "workeroutput", None) is None:  # not inside a worker
         print_summary(terminalreporter, [*WORKER_PLATFORMS, *LEDGER.entries])
+        print_timeline(terminalreporter, TIMELINE)
 
 
 @pytest.fixture(scope="session")

@@ -136,7 +136,16 @@ def test_many_statuses_are_one_listing_and_a_job_slurm_forgot_is_judged_by_its_f
     for job in held:
         slurm.cancel(job.id)
     forgotten = f"999999:{new_key()}"
-    found = slurm.statuses([j.id for j in held] + [forgotten])
+    ids = [j.id for j in held] + [forgotten]
+    listings: list[dict[str, Job]] = []
+
+    def all_ended() -> bool:
+        # a cancelled job that is still running shows RUNNING until Slurm's KillWait (5 s here)
+        listings.append(slurm.statuses(ids))
+        return all(listings[-1][j.id].status.finished for j in held)
+
+    wait_until(all_ended, 30, "the three cancelled jobs to end", detail=lambda: repr(listings[-1:]))
+    found = listings[-1]
     assert {j.status for j in (found[j.id] for j in held)} == {JobStatus.CANCELLED}
     assert "Slurm CANCELLED: cancelled" in (found[held[0].id].error or "")
     lost = found[forgotten]
