@@ -14,7 +14,7 @@ The matrix (RELIABILITY.md has the figures):
 | CANARY_10                               | dagster-daemon | r10      |
 | POLL_JOB, job running on the service    | gpu-service    | grun     |
 | job submitted, queued behind another    | gpu-service    | gqueue   |
-| AWAIT_CANDIDATE, candidate run started  | mlflow         | mcand    |
+| candidate run requested or in flight    | mlflow         | mcand    |
 | AWAIT_GATE, gate passed, registering    | mlflow         | mreg     |
 | AWAIT_GATE, gate being evaluated        | postgres       | pgate    |
 | CANARY_50                               | postgres       | r50      |
@@ -30,7 +30,6 @@ import requests
 from retrain_assets_tests.chaos.end_state import (
     assert_reasons_in_history,
     assert_training_promises,
-    history,
     pointer,
     training_outcome,
     wait_terminal,
@@ -177,11 +176,19 @@ def test_mlflow_killed_when_the_candidate_run_started_and_when_registering(
 ) -> None:
     platform, first, second = chaos.platform, chaos.name("mcand"), chaos.name("mreg")
     launch_training(platform, first, rounds=40)
-    wait_for(lambda: candidate_run_started(platform, first), 300, f"{first}'s candidate run")
+    # From the candidate run's request to the verdict: 10 s on a quiet machine. The run itself
+    # is STARTED for 3 s of it, too short to be caught reliably through GraphQL; the pointer
+    # is one SQL read, so the kill lands inside the candidate run's life, wherever in it.
+    wait_for(
+        lambda: state_of(platform, "training", first) in ("AWAIT_CANDIDATE", "AWAIT_GATE"),
+        300,
+        f"{first}'s candidate run requested",
+    )
     t0 = time.monotonic()
     recovery = kill_child(platform, "mlflow", f"{platform.mlflow_url()}/health")
     launch_training(platform, second, rounds=60)
-    finish_training(chaos, "mcand", "AWAIT_CANDIDATE (candidate run started)", recovery, t0)
+    point = "AWAIT_CANDIDATE or AWAIT_GATE (candidate run requested or in flight)"
+    finish_training(chaos, "mcand", point, recovery, t0)
 
     def registering() -> bool:
         found = pointer(platform, "training", second)
@@ -240,8 +247,10 @@ def _webserver_answers(platform) -> bool:
 
 
 def test_the_registry_and_the_deployments_audit_clean_after_every_fault(chaos: ChaosWorld) -> None:
-    for role in chaos.specs:
-        customer = chaos.name(role)
-        audit = cli(chaos.platform, "audit", "--customer", customer)
-        assert audit.returncode == 0, audit.stdout + audit.stderr
-        assert history(chaos.platform, customer)
+    # One audit of every customer on the platform (only the chaos roles' are): one CLI process,
+    # not one per customer. Each fault's test has already read its customers' history.
+    audit = cli(chaos.platform, "audit")
+    assert audit.returncode == 0, audit.stdout + audit.stderr
+    assert "(every customer" in audit.stdout, audit.stdout
+    audited = chaos.platform.query("app", "SELECT DISTINCT customer FROM machine_pointers")
+    assert {customer for (customer,) in audited} == {chaos.name(role) for role in chaos.specs}

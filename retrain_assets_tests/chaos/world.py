@@ -18,7 +18,7 @@ ROLES = {
     "r10": (6, 20),  # dagster-daemon killed in CANARY_10
     "grun": (2, 4),  # gpu-service killed with a job running
     "gqueue": (2, 4),  # gpu-service killed with a job queued behind it
-    "mcand": (2, 4),  # MLflow killed when the candidate run has started
+    "mcand": (2, 4),  # MLflow killed when the candidate run is requested or in flight
     "mreg": (2, 4),  # MLflow killed between the passing verdict and the registration
     "pgate": (2, 4),  # Postgres killed while the gate is evaluated
     "r50": (6, 20),  # Postgres killed in CANARY_50
