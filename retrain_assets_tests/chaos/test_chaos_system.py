@@ -27,7 +27,9 @@ import time
 import pytest
 import requests
 
+from retrain_assets.automation.handoff import RUN_KEY_TAG
 from retrain_assets_tests.chaos.end_state import (
+    TERMINAL,
     assert_reasons_in_history,
     assert_training_promises,
     pointer,
@@ -44,7 +46,6 @@ from retrain_assets_tests.chaos.steering import (
 )
 from retrain_assets_tests.chaos.world import ChaosWorld
 from retrain_assets_tests.deployment.platform_helpers import cli
-from retrain_assets_tests.support.candidate_runs import candidate_runs
 from retrain_assets_tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.system, pytest.mark.chaos]
@@ -115,12 +116,36 @@ def finish_rollout(
     return retailer.answers
 
 
-def candidate_run_started(platform, customer: str) -> bool:
-    """Whether the customer waits in AWAIT_CANDIDATE and its candidate run has started."""
+# A candidate run of a run key in STARTED, read from Dagster's run storage: one SQL read, where
+# the webserver's GraphQL took long enough to miss a run STARTED for 3 s (a test's read only).
+STARTED_CANDIDATE_RUNS = """
+    SELECT count(*) FROM runs r JOIN run_tags t ON t.run_id = r.run_id
+    WHERE t.key = %s AND t.value = %s AND r.status = 'STARTED'"""
+
+
+def candidate_wait(platform, customer: str) -> tuple | None:
+    """The pointer while the customer's candidate run is requested or in flight, else None.
+
+    The run is in flight from AWAIT_CANDIDATE until its verdict. A machine that ended (DONE,
+    FAILED) before a wait saw it there fails the wait at once, not at its deadline.
+    """
     found = pointer(platform, "training", customer)
-    if not found or found[0] != "AWAIT_CANDIDATE":
+    if found and found[0] in TERMINAL:
+        pytest.fail(f"{customer}'s training ended {found[0]} before its candidate run was seen")
+    return found if found and found[0] in ("AWAIT_CANDIDATE", "AWAIT_GATE") else None
+
+
+def candidate_run_requested(platform, customer: str) -> bool:
+    """Whether the customer's candidate run is requested or in flight."""
+    return candidate_wait(platform, customer) is not None
+
+
+def candidate_run_started(platform, customer: str) -> bool:
+    """Whether the customer's candidate run is in flight (STARTED) now."""
+    found = candidate_wait(platform, customer)
+    if found is None:
         return False
-    return any(r["status"] == "STARTED" for r in candidate_runs(platform, found[2]))
+    return platform.query("dagster", STARTED_CANDIDATE_RUNS, (RUN_KEY_TAG, found[2]))[0][0] > 0
 
 
 def test_the_code_server_killed_with_a_candidate_run_in_flight_and_the_daemon_in_canary_10(
@@ -179,11 +204,7 @@ def test_mlflow_killed_when_the_candidate_run_started_and_when_registering(
     # From the candidate run's request to the verdict: 10 s on a quiet machine. The run itself
     # is STARTED for 3 s of it, too short to be caught reliably through GraphQL; the pointer
     # is one SQL read, so the kill lands inside the candidate run's life, wherever in it.
-    wait_for(
-        lambda: state_of(platform, "training", first) in ("AWAIT_CANDIDATE", "AWAIT_GATE"),
-        300,
-        f"{first}'s candidate run requested",
-    )
+    wait_for(lambda: candidate_run_requested(platform, first), 300, f"{first}'s candidate run")
     t0 = time.monotonic()
     recovery = kill_child(platform, "mlflow", f"{platform.mlflow_url()}/health")
     launch_training(platform, second, rounds=60)

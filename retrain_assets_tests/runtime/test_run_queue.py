@@ -45,6 +45,8 @@ def run(tags: dict) -> dg.DagsterRun:
 
 def test_a_run_launched_from_the_ui_waits_for_the_sensors_run_of_its_customer(instance):
     assert instance.get_concurrency_config().run_queue_config.max_concurrent_runs == 4
+    assert isinstance(instance.run_coordinator, dg.QueuedRunCoordinator)
+    assert instance.run_coordinator.dequeue_interval_seconds == 1  # a queued run starts soon
     assert queue(instance, [SENSOR_RUN]).is_blocked(run(UI_RUN))
     assert queue(instance, [UI_RUN]).is_blocked(run(SENSOR_RUN))
     assert not queue(instance, [SENSOR_RUN]).is_blocked(run({"dagster/partition": "bolt"}))
