@@ -385,6 +385,25 @@ def scontrol(cluster: SlurmCluster, *words: str) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+def resume_node(cluster: SlurmCluster, node: str) -> None:
+    """Resume a drained or down node as an operator would; one that came back meanwhile is fine.
+
+    A node DOWN after slurmctld's restart returns by itself once slurmd registers again; if it
+    did between the read and the command, Slurm refuses the resume ("Invalid node state
+    specified") and there is nothing left to do.
+    """
+    done = subprocess.run(
+        ["scontrol", "update", f"nodename={node}", "state=resume"],
+        env=cluster.env(),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    if done.returncode != 0:
+        refused = "Invalid node state specified" in done.stderr
+        assert refused and node not in drained_nodes(cluster), done.stdout + done.stderr
+
+
 def burn_reused_job_ids(slurm: SlurmBackend, cluster: SlurmCluster) -> list[str]:
     """Submit probes until one runs; return the holds met. Leaves the cluster as found.
 
@@ -419,7 +438,7 @@ def burn_reused_job_ids(slurm: SlurmBackend, cluster: SlurmCluster) -> list[str]
         holds.append(f"{probe_id}: {seen[-1].get('state_description')}")
         slurm.rest.cancel(probe_id)
         for node in drained_nodes(cluster):
-            scontrol(cluster, "update", f"nodename={node}", "state=resume")
+            resume_node(cluster, node)
     raise AssertionError(f"probes kept being held: {holds}")
 
 
@@ -440,7 +459,7 @@ def settle(slurm: SlurmBackend, cluster: SlurmCluster, job_id: str, seen: list[s
         seen.append(f"held: {done.attention}")
         for node in drained_nodes(cluster):
             assert f"nodename={node} state=resume" in done.attention
-            scontrol(cluster, "update", f"nodename={node}", "state=resume")
+            resume_node(cluster, node)
         if "scontrol release" in done.attention:
             assert f"`scontrol release {slurm_id}`" in done.attention
             scontrol(cluster, "release", str(slurm_id))
@@ -500,7 +519,7 @@ def test_slurmctld_killed_right_after_each_submit_costs_a_download_not_a_day(
 
         wait_until(lambda: not left(), 30, "Slurm's copy cancelled", detail=why)
         for node in drained_nodes(slurm_cluster):  # the "Duplicate jobid" drain, for the next
-            scontrol(slurm_cluster, "update", f"nodename={node}", "state=resume")
+            resume_node(slurm_cluster, node)
         seen += [f"probe held: {hold}" for hold in burn_reused_job_ids(slurm, slurm_cluster)]
     print("\n".join(seen))
 
