@@ -344,6 +344,14 @@ def test_a_challenger_that_forecasts_badly_on_the_newest_actuals_is_rolled_back(
 def test_a_failing_deploy_time_check_stops_the_run_and_a_later_run_alone_refuses(world, journey):
     platform, customer = world.platform, world.name("blocked")
     first_champion(world, "blocked")
+    # serving_report materializes deployed_model for that move on a later tick; the audit the
+    # refused run evaluates below must be of that materialization, or the newer one would show
+    # it missing (seen once, stop 43)
+    wait_until(
+        lambda: partition_status(platform, "deployed_model", customer) == "materialized",
+        60,
+        f"deployed_model of {customer} materialized for its first champion",
+    )
     inflated = strong_version(
         world, "blocked", "inflated", label=lambda t: t[LABEL].to_numpy(dtype=float) * 1.8
     )
