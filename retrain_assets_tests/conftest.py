@@ -29,6 +29,7 @@ from retrain_assets_tests.support.platform_ledger import (
     entries_from_json,
     print_summary,
 )
+from retrain_assets_tests.support.stop_signals import restore_stop_signals
 from retrain_assets_tests.support.worker_groups import assign_groups, check_groups_reached_xdist
 from retrain_assets_tests.support.worker_timeline import WorkerTimeline, print_timeline
 from retrain_assets_tests.ui.browser import Journey, journey_on, launch_chromium
@@ -52,6 +53,11 @@ SHARED_PLATFORM_ENV = {
     "RETRAIN_RETRY_FIRST_SECONDS": "2",
     "RETRAIN_RETRY_MAX_SECONDS": "8",
 }
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Let SIGTERM stop what the tests start, even when pytest runs as a background job."""
+    restore_stop_signals()  # support/stop_signals.py says why
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the groups
