@@ -21,7 +21,10 @@ policy settings; per scenario and then min / median / max over the scenarios, pr
 Markdown (`hindsight_report.py`). Drift alerts wait for a person, as in the demo, unless
 `--approve-drift`. `--rounds` trains fewer boosting rounds through `training_job`'s own
 settings (its `num_boost_round`; everything else as it submits): the seeded sets use 50 to run
-in minutes on 2 cores (BENCHMARKS.md, "Decisions on seeded scenarios").
+in minutes on 2 cores (BENCHMARKS.md, "Decisions on seeded scenarios"). `--refit` is an
+experiment, not a platform setting: each decision also trains the spec on the whole window and
+ships that refit, judged by the gate through its backtest (BENCHMARKS.md, "Backtest, then
+refit").
 
     .venv/bin/python benchmarks/bench_hindsight.py
     .venv/bin/python benchmarks/bench_hindsight.py --seeds held-out --rounds 50 --quiet
@@ -84,14 +87,19 @@ def scenarios(seeds: Sequence[int] | None) -> list[Scenario]:
 
 
 def run_scenario(
-    scenario: Scenario, days: int, approve_drift: bool, quiet: bool, rounds: int | None = None
+    scenario: Scenario,
+    days: int,
+    approve_drift: bool,
+    quiet: bool,
+    rounds: int | None = None,
+    refit: bool = False,
 ) -> tuple[ScenarioResult, list[Judged]]:
     """Replay one scenario in a temporary folder and judge its decisions."""
     label, tenants, events = scenario
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="hindsight-") as folder:
         say = (lambda _: None) if quiet else print
-        replay = Replay(Path(folder), tenants, days, approve_drift, say, rounds)
+        replay = Replay(Path(folder), tenants, days, approve_drift, say, rounds, refit)
         replay.run()
         return result_of(label, replay, events, time.perf_counter() - started)
 
@@ -133,6 +141,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         help="boosting rounds a training runs, as training_job's num_boost_round (default: its)",
     )
     parser.add_argument("--approve-drift", action="store_true", help="approve drift alerts at once")
+    parser.add_argument("--refit", action="store_true", help="ship a refit on the whole window")
     parser.add_argument(
         "--gate",
         choices=["margin", "evidence"],
@@ -162,7 +171,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"load before: {load()} ({os.cpu_count()} CPUs); {days} demo days a scenario")
     results, decisions = [], {}
     for scenario in scenarios(args.seeds):
-        result, judged = run_scenario(scenario, days, args.approve_drift, args.quiet, args.rounds)
+        result, judged = run_scenario(
+            scenario, days, args.approve_drift, args.quiet, args.rounds, args.refit
+        )
         results.append(result)
         decisions[result.label] = judged
         if not args.quiet:

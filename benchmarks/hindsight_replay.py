@@ -40,7 +40,7 @@ from retrain_assets.deployment.rollout_settings import rollout_settings
 from retrain_assets.features.evidence import EVIDENCE_COLUMNS, EvidenceRules, judge_parts
 from retrain_assets.features.feature_math import FEATURE_VERSION
 from retrain_assets.features.parquet_store import ParquetPartitionStore
-from retrain_assets.features.training_export import LABEL, export_customer
+from retrain_assets.features.training_export import LABEL, Export, export_customer
 from retrain_assets.gpu.service.schemas import TrainingSpec
 from retrain_assets.gpu.service.trainer import train
 from retrain_assets.models.deploy_gate import judge_deploy
@@ -70,6 +70,13 @@ def reference_of(model: Model, alias: str = "champion") -> ReferenceModel | None
     if model.decided is None:
         return None
     return ReferenceModel(model.name, model.predict, alias, model.name)
+
+
+def days_after(rows: pd.DataFrame, through: dt.date | None) -> pd.DataFrame:
+    """Return the rows dated after `through` (all of them for None: the seasonal naive)."""
+    if through is None:
+        return rows
+    return rows[rows["date"] > pd.Timestamp(through)].reset_index(drop=True)
 
 
 @dataclass
@@ -117,12 +124,14 @@ class Replay:
         approve_drift: bool = False,
         say: Callable[[str], None] = print,
         rounds: int | None = None,
+        refit: bool = False,
     ) -> None:
         """Simulate every tenant's sales and features through `days` + 28 demo days.
 
         `rounds`: boosting rounds a training runs (None: `training_job`'s default).
         """
         self.root, self.days, self.approve_drift, self.say = root, days, approve_drift, say
+        self.refit = refit
         self.store = ParquetPartitionStore(str(root / "features"))
         self.settings = rollout_settings()
         self.machine = rollout_machine(self.settings)
@@ -328,11 +337,16 @@ class Replay:
             day,
             pd.Timestamp(train_part["date"].max()).date(),
         )
-        tenant.models[candidate.name] = candidate
+        if not self.refit:  # a backtest model is never shipped: not among the choices
+            tenant.models[candidate.name] = candidate
         reference = tenant.champion or tenant.challenger or NAIVE
         alias = "champion" if tenant.champion else "challenger"
+        judged_on = holdout
+        if self.refit:  # a refit champion has seen its window: judge on the days after it
+            judged_on = days_after(holdout, reference.trained_through)
+            evidence = judge_parts(name, train_part, judged_on, self.rules)
         gated = decide_gate(
-            holdout,
+            judged_on,
             candidate.predict,
             reference_of(reference, alias),
             self.margin,
@@ -349,6 +363,11 @@ class Replay:
         )
         gate.rule = str(gated.outcome.metadata.get("rule", ""))
         gate.metadata = dict(gated.outcome.metadata)
+        shipped = candidate
+        if self.refit:
+            shipped = self.refit_model(name, f"v{tenant.versions}r ({day})", day, export, holdout)
+            tenant.models[shipped.name] = shipped
+            gate.candidate = shipped.name
         tenant.judged.append(gate)
         busy = tenant.rollout is not None
         self.say(
@@ -362,9 +381,27 @@ class Replay:
         )
         if not verdict.passed:
             return
-        tenant.challenger = candidate
+        tenant.challenger = shipped
         if not busy:
-            self.deploy(tenant, day, k, candidate, gate, holdout)
+            self.deploy(tenant, day, k, shipped, gate, holdout, candidate)
+
+    def refit_model(
+        self, name: str, label: str, day: dt.date, export: Export, holdout: pd.DataFrame
+    ) -> Model:
+        """Train the same spec on the whole window (training part and holdout): the refit.
+
+        An experiment of the benchmark (`--refit`), not a platform setting: the gate still
+        judges the backtest model, the refit carries no intervals of its own.
+        """
+        folder = Path(export.train_path).parent
+        whole = folder / "whole.parquet"
+        pd.concat([pd.read_parquet(export.train_path), holdout]).to_parquet(whole)
+        spec = TrainingSpec.model_validate(
+            {**job_spec(self.job, name), "dataset_url": str(whole), "intervals": None}
+        )
+        refitted = train(spec, folder / "refit")
+        through = pd.Timestamp(holdout["date"].max()).date()
+        return Model(label, lightgbm_predictor(str(refitted.model_path)), day, through)
 
     def deploy(
         self,
@@ -374,6 +411,7 @@ class Replay:
         candidate: Model,
         gate: Judged,
         holdout: pd.DataFrame,
+        recipe: Model | None = None,
     ) -> None:
         """Run the deploy-time check, then the rollout machine (a first one promotes at once)."""
         name = tenant.spec.name
@@ -383,9 +421,11 @@ class Replay:
         frame = self.features[name]
         rows = frame[frame["date"].isin(pd.to_datetime(window.days)) & frame[LABEL].notna()]
         champion = tenant.champion or NAIVE
+        if self.refit:  # only days the champion never trained on
+            rows = days_after(rows, champion.trained_through)
         check = judge_deploy(
             rows.reset_index(drop=True),
-            candidate.predict,
+            (recipe or candidate).predict,
             reference_of(champion),
             self.settings.deploy_margin,
             candidate.name,

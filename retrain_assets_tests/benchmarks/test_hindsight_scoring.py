@@ -61,3 +61,11 @@ def test_the_oracle_keeps_the_better_model_and_the_baselines_do_not_look() -> No
     assert found["oracle"][day].name == "good" and found["newest"][day].name == "bad"
     assert found["never"][day].name == "good"
     assert found["platform"][DAY + dt.timedelta(days=1)] is naive  # nothing served yet
+
+
+def test_the_refit_experiment_judges_a_refit_champion_only_on_days_it_never_trained_on() -> None:
+    replay = bench_module("hindsight_replay")
+    rows = pd.DataFrame({"date": pd.to_datetime(["2026-05-01", "2026-05-02", "2026-05-03"])})
+    later = replay.days_after(rows, dt.date(2026, 5, 1))
+    assert list(later["date"].dt.day) == [2, 3]
+    assert replay.days_after(rows, None) is rows  # the seasonal naive never trained
