@@ -164,7 +164,8 @@ def _statuses_ahead(
         _StatusesFailed: a batch failed; nothing more is asked.
     """
     client = gpu_service.client()
-    # a backend whose one status call lists every job (Slurm's `GET /jobs`) asks once a tick
+    # a backend that must not be split says so (Slurm's: each slice above its by-id limit
+    # would list every job of the cluster again), and its batch is asked whole, once a tick
     size = int(getattr(client, "STATUS_SLICE", STATUS_SLICE))
     slices = [polls[start : start + size] for start in range(0, len(polls), size)]
     if not slices:

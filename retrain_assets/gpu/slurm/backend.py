@@ -46,6 +46,13 @@ from retrain_assets.gpu.slurm.rest import SlurmRest, SlurmRestError, UnknownJob
 
 ATTEMPTS_FILE = "attempts"  # one line per Slurm job submitted for the key
 SUBMITTING_FILE = "submitting"  # a submit is under way: its job id is not recorded yet
+# `statuses` asks a batch of at most this many jobs one `GET /job/{id}` each (a hash lookup on
+# slurmctld, whatever else the cluster holds); a larger batch, one `GET /jobs` (every job of the
+# cluster). Measured on the one-node cluster holding 10,000 held jobs of another platform
+# (benchmarks/bench_slurm_poller.py; BENCHMARKS.md, "Asked by id or listed", 2026-12-08): a
+# call by id costs 5 - 7 ms, the listing 2.7 - 3.6 s, and by id stopped being cheaper between
+# 400 and 500 jobs beside another benchmark (near 700 alone); 400 was cheaper in every run.
+BY_ID_LIMIT = 400
 
 
 class ArtifactMissing(Exception):
@@ -90,7 +97,9 @@ def _ours(job_id: str) -> bool:
 class SlurmBackend:
     """The platform's training jobs as Slurm batch jobs."""
 
-    STATUS_SLICE = 1_000_000  # one `GET /jobs` answers for every job: never split a poll batch
+    # never split a poll batch: a small one is asked by id, a large one in one `GET /jobs`, which
+    # each slice of a split would repeat
+    STATUS_SLICE = 1_000_000
 
     def __init__(self, rest: SlurmRest, storage: Path, options: SlurmJobOptions) -> None:
         self.rest = rest
@@ -184,27 +193,56 @@ class SlurmBackend:
         return self._job_of(data, run_key, files, self._nodes_if_stuck([data]))
 
     def statuses(self, job_ids: list[str]) -> dict[str, Job]:
-        """Return every asked job from one `GET /jobs`; forgotten ones judged by their folder.
+        """Return every asked job; ones Slurm forgot, or not ours, judged by their folder.
 
-        An id not of this backend's form (a run started on another backend) is left out, as
-        the protocol says of unknown ids: its own poll then asks `get`, which fails that run
-        alone with the reason, instead of failing the whole batch.
+        Only this platform's jobs are asked for while the batch is small (`BY_ID_LIMIT`: one
+        `GET /job/{id}` each), so a tick does not download a shared cluster's every job; a
+        larger batch is one `GET /jobs`. Either way a job counts only when it is `ours` for
+        its run key. An id not of this backend's form (a run started on another backend) is
+        left out, as the protocol says of unknown ids: its own poll then asks `get`, which
+        fails that run alone with the reason, instead of failing the whole batch.
+
+        Raises:
+            SlurmRestError: any call but a forgotten id's failed; the batch fails with it.
         """
         wanted = {job_id: split_job_id(job_id) for job_id in job_ids if _ours(job_id)}
         if not wanted:
             return {}
-        known = {int(job["job_id"]): job for job in self.rest.jobs() if self.ours(job)}
         asked = {slurm_id for slurm_id, _ in wanted.values()}
-        nodes = self._nodes_if_stuck([job for key, job in known.items() if key in asked])
+        known = self._asked_by_id(asked) if len(asked) <= BY_ID_LIMIT else self._listed(asked)
+        nodes = self._nodes_if_stuck(list(known.values()))
         found: dict[str, Job] = {}
         for job_id, (slurm_id, run_key) in wanted.items():
             files = JobFiles.of(self.storage, run_key)
             data = known.get(slurm_id)
-            if data is not None and run_key_of(data.get("name")) == run_key:
+            if data is not None and self.ours(data, run_key):
                 found[job_id] = self._job_of(data, run_key, files, nodes)
             else:
                 found[job_id] = self._forgotten(slurm_id, run_key, files)
         return found
+
+    def _asked_by_id(self, asked: set[int]) -> dict[int, dict[str, Any]]:
+        """Return the asked jobs of this platform that slurmctld knows, one `GET /job/{id}` each.
+
+        An id slurmctld forgot, or that names another user's or platform's job, is left out.
+
+        Raises:
+            SlurmRestError: a call failed (an outage or an answer), as the listing's would.
+        """
+        known: dict[int, dict[str, Any]] = {}
+        for slurm_id in sorted(asked):
+            try:
+                data = self.rest.job(slurm_id)
+            except UnknownJob:
+                continue
+            if self.ours(data) and int(data["job_id"]) == slurm_id:
+                known[slurm_id] = data
+        return known
+
+    def _listed(self, asked: set[int]) -> dict[int, dict[str, Any]]:
+        """Return the asked jobs of this platform from one `GET /jobs` (every job it knows)."""
+        listed = {int(job["job_id"]): job for job in self.rest.jobs() if self.ours(job)}
+        return {slurm_id: job for slurm_id, job in listed.items() if slurm_id in asked}
 
     def _nodes_if_stuck(self, jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Return the cluster's nodes when a job might be stuck (one call), else nothing."""

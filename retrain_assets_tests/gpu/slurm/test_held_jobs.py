@@ -16,10 +16,12 @@ from typing import Any
 import pytest
 
 from retrain_assets.gpu.protocol import JobStatus
+from retrain_assets.gpu.slurm import backend as backend_module
 from retrain_assets.gpu.slurm import stuck
-from retrain_assets.gpu.slurm.backend import SlurmBackend, SlurmJobOptions
+from retrain_assets.gpu.slurm.backend import BY_ID_LIMIT, SlurmBackend, SlurmJobOptions
 from retrain_assets.gpu.slurm.job_files import JobFiles, job_name
 from retrain_assets.gpu.slurm.rest import SlurmRestError, UnknownJob
+from retrain_assets.machines.outage import is_unreachable
 from retrain_assets_tests.gpu.service_process import training_spec
 
 KEY = "0123456789abcdef"
@@ -54,6 +56,7 @@ class FakeRest:
         self.node_records = nodes
         self.calls: Counter[str] = Counter()
         self.cancel_error: SlurmRestError | None = None
+        self.job_errors: dict[int, SlurmRestError] = {}  # `GET /job/{id}` fails for these ids
         self.submitted: list[dict[str, Any]] = []
 
     def jobs(self) -> list[dict[str, Any]]:
@@ -62,6 +65,8 @@ class FakeRest:
 
     def job(self, job_id: int) -> dict[str, Any]:
         self.calls["job"] += 1
+        if job_id in self.job_errors:
+            raise self.job_errors[job_id]
         if job_id not in self.records:
             raise UnknownJob(f"GET /job/{job_id}", 500, "unknown", (2017,))
         return self.records[job_id]
@@ -234,7 +239,7 @@ def test_plain_waiting_jobs_cost_no_node_listing(tmp_path: Path) -> None:
     found = slurm.statuses([f"1:{KEY}", f"2:{KEY}"])
     assert [j.status for j in found.values()] == [JobStatus.QUEUED, JobStatus.RUNNING]
     assert all(j.attention is None for j in found.values())
-    assert rest.calls == Counter({"jobs": 1})
+    assert rest.calls == Counter({"job": 2})
 
 
 # --- only this platform's jobs -------------------------------------------------------------
@@ -267,3 +272,89 @@ def test_submitted_jobs_append_their_output_and_name_the_platform(tmp_path: Path
     assert sent["open_mode"] == "append"  # a requeued run must not truncate slurm-<id>.out
     assert sent["comment"].split()[-1] == f"platform={slurm.platform}"
     assert sent["name"] == job_name(KEY)
+
+
+# --- the status call: a small batch by id, a large one in one listing ----------------------
+
+
+def queued_jobs(count: int, first: int = 1) -> list[dict[str, Any]]:
+    """Return `count` plainly queued jobs of this platform (no hold: no node listing)."""
+    queued = {**HELD, "state_reason": "Priority", "state_description": "", "priority": 7}
+    return [{**queued, "job_id": n, "name": job_name(f"k{n}")} for n in range(first, first + count)]
+
+
+def ids_of(jobs: list[dict[str, Any]]) -> list[str]:
+    return [f"{job['job_id']}:k{job['job_id']}" for job in jobs]
+
+
+def test_a_small_batch_asks_each_job_by_id_and_lists_nothing(tmp_path: Path) -> None:
+    jobs = queued_jobs(BY_ID_LIMIT)
+    rest = FakeRest([*jobs, *queued_jobs(50, first=10_000)], [DRAINED])  # others: never asked
+    found = backend(tmp_path, rest).statuses(ids_of(jobs))
+    assert {j.status for j in found.values()} == {JobStatus.QUEUED} and len(found) == BY_ID_LIMIT
+    assert rest.calls == Counter({"job": BY_ID_LIMIT})
+
+
+def test_a_batch_above_the_limit_is_one_listing_and_no_job_is_asked_by_id(tmp_path: Path) -> None:
+    jobs = queued_jobs(BY_ID_LIMIT + 1)
+    rest = FakeRest(jobs, [DRAINED])
+    found = backend(tmp_path, rest).statuses(ids_of(jobs))
+    assert {j.status for j in found.values()} == {JobStatus.QUEUED} and len(found) == len(jobs)
+    assert rest.calls == Counter({"jobs": 1})
+
+
+@pytest.mark.parametrize("path", ["by id", "listing"])
+def test_forgotten_foreign_and_renamed_jobs_are_judged_alike_by_id_and_by_listing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path: str
+) -> None:
+    if path == "listing":
+        monkeypatch.setattr(backend_module, "BY_ID_LIMIT", 0)
+    slurm = backend(tmp_path, FakeRest([], []), user="retrain")
+    held = {**HELD, "user_name": "retrain", "comment": f"x platform={slurm.platform}"}
+    mine = {**held, "state_reason": "Priority", "state_description": "", "priority": 7}
+    records = [
+        {**mine, "job_id": 1},  # ours, waiting
+        {**held, "job_id": 2, "user_name": "alice"},  # another user's job with the asked id
+        {**held, "job_id": 3, "comment": "x platform=0123456789ab"},  # another platform's
+        {**mine, "job_id": 4, "name": job_name("another-key")},  # ours, another run key
+    ]
+    rest = FakeRest(records, [DRAINED])
+    slurm.rest = rest  # type: ignore[assignment]
+    asked = [f"{n}:{KEY}" for n in (1, 2, 3, 4, 999)] + ["not-an-id"]
+    found = slurm.statuses(asked)
+    assert sorted(found) == sorted(asked[:-1])  # an id of another backend's form: left out
+    assert found[f"1:{KEY}"].status is JobStatus.QUEUED
+    for n in (2, 3, 4, 999):
+        job = found[f"{n}:{KEY}"]
+        assert job.status is JobStatus.FAILED
+        assert f"Slurm no longer knows job {n}" in (job.error or "")
+    # the others' held jobs are not ours: they cost no node listing
+    assert rest.calls == {"by id": Counter(job=5), "listing": Counter(jobs=1)}[path]
+
+
+def test_several_held_jobs_by_id_ask_the_nodes_once(tmp_path: Path) -> None:
+    rest = FakeRest([HELD, {**HELD, "job_id": 2}], [DRAINED])
+    found = backend(tmp_path, rest).statuses([f"1:{KEY}", f"2:{KEY}"])
+    assert all(j.attention for j in found.values())
+    assert rest.calls == Counter({"job": 2, "nodes": 1})
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        SlurmRestError("GET /job/2", None, "Unable to contact slurm controller", (-1,)),
+        SlurmRestError("GET /job/2", 401, "not a JSON object: 'Authentication failure'"),
+    ],
+    ids=["outage", "answer"],
+)
+def test_one_failed_call_by_id_fails_the_batch_with_that_very_error(
+    tmp_path: Path, error: SlurmRestError
+) -> None:
+    jobs = queued_jobs(3)
+    rest = FakeRest(jobs, [])
+    rest.job_errors[2] = error
+    with pytest.raises(SlurmRestError) as failed:
+        backend(tmp_path, rest).statuses(ids_of(jobs))
+    assert failed.value is error  # the poller tells an outage from an answer by it
+    assert is_unreachable(failed.value) is (error.status is None)
+    assert rest.calls["jobs"] == 0

@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from retrain_assets.demo.simulate import land_tenant
 from retrain_assets.features.parquet_store import PartitionStorage
 from retrain_assets.gpu.backends import slurm_backend
 from retrain_assets.gpu.protocol import Job, JobStatus
+from retrain_assets.gpu.slurm import backend as backend_module
 from retrain_assets.gpu.slurm import states, stuck
 from retrain_assets.gpu.slurm.backend import ArtifactMissing, SlurmBackend
 from retrain_assets.gpu.slurm.cluster import OPENAPI_PLUGIN, SlurmCluster
@@ -129,8 +131,26 @@ def test_a_submit_interrupted_before_it_recorded_the_id_attaches_to_that_job(
     slurm.cancel(first.id)
 
 
-def test_many_statuses_are_one_listing_and_a_job_slurm_forgot_is_judged_by_its_folder(
-    slurm: SlurmBackend, dataset: Path
+def counted_calls(rest: SlurmRest, monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """Count the client's `GET /job/{id}` ("job") and `GET /jobs` ("jobs"); each still asks."""
+    calls: Counter[str] = Counter()
+
+    def spy(name: str) -> Callable[..., Any]:
+        real = getattr(rest, name)
+
+        def call(*args: Any) -> Any:
+            calls[name] += 1
+            return real(*args)
+
+        return call
+
+    for name in ("job", "jobs"):
+        monkeypatch.setattr(rest, name, spy(name))
+    return calls
+
+
+def test_a_few_statuses_are_asked_by_id_many_in_one_listing_and_a_forgotten_job_by_its_folder(
+    slurm: SlurmBackend, dataset: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     held = [slurm.submit(new_key(), training_spec(dataset, **SLOW)) for _ in range(3)]
     for job in held:
@@ -145,7 +165,9 @@ def test_many_statuses_are_one_listing_and_a_job_slurm_forgot_is_judged_by_its_f
         return all(listings[-1][j.id].status.finished for j in held)
 
     wait_until(all_ended, 30, "the three cancelled jobs to end", detail=lambda: repr(listings[-1:]))
-    found = listings[-1]
+    calls = counted_calls(slurm.rest, monkeypatch)
+    found = slurm.statuses(ids)
+    assert calls == Counter(job=len(ids))  # under BY_ID_LIMIT: only the asked jobs, by id
     assert {j.status for j in (found[j.id] for j in held)} == {JobStatus.CANCELLED}
     assert "Slurm CANCELLED: cancelled" in (found[held[0].id].error or "")
     lost = found[forgotten]
@@ -153,6 +175,11 @@ def test_many_statuses_are_one_listing_and_a_job_slurm_forgot_is_judged_by_its_f
     assert "Slurm no longer knows job 999999" in (lost.error or "")
     assert "looks the run key up again" in (lost.error or "")
     assert slurm.get(forgotten).status is JobStatus.FAILED  # one id alone: the same judgement
+
+    monkeypatch.setattr(backend_module, "BY_ID_LIMIT", 1)  # the batch is now above the limit
+    calls.clear()
+    assert slurm.statuses(ids) == found  # the one listing judges every job alike
+    assert calls == Counter(jobs=1)
 
 
 def test_bad_input_is_refused_with_its_reason_and_queues_no_job(
@@ -618,6 +645,7 @@ def test_a_refused_token_and_a_plugin_not_served_fail_the_poll_and_no_socket_is_
     assert polled is not None and polled.state == "POLL_JOB"
     job_id, visits = str(polled.payload["job_id"]), polled.visits["POLL_JOB"]
     not_read = f"status of job {job_id} not read (not an outage): SlurmRestError: slurmrestd GET"
+    asked = f"/job/{job_id.split(':')[0]}"  # one job: the poller's batch asks it by id
     try:
         answers = [
             (("-a", "rest_auth/jwt", "-s", OPENAPI_PLUGIN), "expired.jwt.token", "401"),
@@ -633,10 +661,10 @@ def test_a_refused_token_and_a_plugin_not_served_fail_the_poll_and_no_socket_is_
                 monkeypatch.delenv("RETRAIN_SLURM_TOKEN", raising=False)
             p = pointer(app_db, "training", "acme")
             assert p is not None and p.last_error is not None
-            assert p.last_error.startswith(f"{not_read} /jobs -> {status}: "), p.last_error
+            assert p.last_error.startswith(f"{not_read} {asked} -> {status}: "), p.last_error
             assert p.visits["POLL_JOB"] == visits + spent and "unreachable_since" not in p.payload
             assert said.startswith("GPU status call failed (not an outage)"), said
-            assert f"SlurmRestError: slurmrestd GET /jobs -> {status}: " in said
+            assert f"SlurmRestError: slurmrestd GET {asked} -> {status}: " in said
         words = history(app_db, "training", "acme")[-2:]
         assert "'Authentication failure'" in (words[0].error or "")
         assert "'Unable find requested URL." in (words[1].error or "")
