@@ -183,14 +183,26 @@ class SlurmBackend:
         return self.get(f"{attempts[-1]}:{idempotency_key}") if attempts else None
 
     def get(self, job_id: str) -> Job:
-        """Return one job; one Slurm no longer knows is judged by its key's folder."""
+        """Return one job; one Slurm no longer knows, or not ours, is judged by its key's folder."""
         slurm_id, run_key = split_job_id(job_id)
         files = JobFiles.of(self.storage, run_key)
+        data = self._our_job(slurm_id, run_key)
+        if data is None:
+            return self._forgotten(slurm_id, run_key, files)
+        return self._job_of(data, run_key, files, self._nodes_if_stuck([data]))
+
+    def _our_job(self, slurm_id: int, run_key: str) -> dict[str, Any] | None:
+        """Return Slurm's record of the id when it is this platform's job for `run_key`.
+
+        None when slurmctld forgot the id, or the id now names another job: a slurmctld that
+        lost its state hands out ids again (seen: a resubmission got a lost job's id), so a
+        recorded id alone never proves the job is still ours.
+        """
         try:
             data = self.rest.job(slurm_id)
         except UnknownJob:
-            return self._forgotten(slurm_id, run_key, files)
-        return self._job_of(data, run_key, files, self._nodes_if_stuck([data]))
+            return None
+        return data if self.ours(data, run_key) else None
 
     def statuses(self, job_ids: list[str]) -> dict[str, Job]:
         """Return every asked job; ones Slurm forgot, or not ours, judged by their folder.
@@ -249,10 +261,11 @@ class SlurmBackend:
         return self.rest.nodes() if any(stuck.might_be_stuck(job) for job in jobs) else []
 
     def cancel(self, job_id: str) -> Job:
-        """Cancel the job (Slurm kills it after KillWait); a forgotten job is left as it is."""
-        slurm_id, _ = split_job_id(job_id)
-        with contextlib.suppress(UnknownJob):  # nothing to cancel: `get` says what became of it
-            self.rest.cancel(slurm_id)
+        """Cancel the job (Slurm kills it after KillWait); a forgotten or foreign one is left be."""
+        slurm_id, run_key = split_job_id(job_id)
+        if self._our_job(slurm_id, run_key) is not None:  # never another platform's job
+            with contextlib.suppress(UnknownJob):  # it went meanwhile: `get` says what became of it
+                self.rest.cancel(slurm_id)
         return self.get(job_id)
 
     def download(self, job_id: str, destination: Path) -> Artifact:

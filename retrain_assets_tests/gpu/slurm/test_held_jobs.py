@@ -264,6 +264,26 @@ def test_a_job_of_another_user_with_the_asked_id_is_not_taken_for_ours(tmp_path:
     assert job.status is JobStatus.FAILED and "Slurm no longer knows job 1" in (job.error or "")
 
 
+def test_an_id_that_now_names_another_users_job_is_neither_read_as_ours_nor_cancelled(
+    tmp_path: Path,
+) -> None:
+    theirs = {**HELD, "user_name": "alice", "job_state": "RUNNING", "priority": 9}
+    rest = FakeRest([theirs], [])
+    slurm = backend(tmp_path, rest, user="retrain")
+    assert "Slurm no longer knows job 1" in (slurm.get(f"1:{KEY}").error or "")
+    job = slurm.cancel(f"1:{KEY}")
+    assert rest.calls["cancel"] == 0 and rest.records[1]["job_state"] == "RUNNING"
+    assert job.status is JobStatus.FAILED
+
+
+def test_cancel_still_cancels_this_platforms_own_job(tmp_path: Path) -> None:
+    rest = FakeRest([], [])
+    slurm = backend(tmp_path, rest)
+    submitted = slurm.submit(KEY, training_spec(tmp_path / "features.parquet"))
+    assert slurm.cancel(submitted.id).status is JobStatus.CANCELLED
+    assert rest.calls["cancel"] == 1 and rest.records[1]["job_state"] == "CANCELLED"
+
+
 def test_submitted_jobs_append_their_output_and_name_the_platform(tmp_path: Path) -> None:
     rest = FakeRest([], [])
     slurm = backend(tmp_path, rest)
