@@ -198,11 +198,15 @@ class SlurmBackend:
         lost its state hands out ids again (seen: a resubmission got a lost job's id), so a
         recorded id alone never proves the job is still ours.
         """
+        data = self._record_of(slurm_id)
+        return data if data is not None and self.ours(data, run_key) else None
+
+    def _record_of(self, slurm_id: int) -> dict[str, Any] | None:
+        """Return slurmctld's record of the id (`GET /job/{id}`), None when it forgot it."""
         try:
-            data = self.rest.job(slurm_id)
+            return self.rest.job(slurm_id)
         except UnknownJob:
             return None
-        return data if self.ours(data, run_key) else None
 
     def statuses(self, job_ids: list[str]) -> dict[str, Job]:
         """Return every asked job; ones Slurm forgot, or not ours, judged by their folder.
@@ -243,11 +247,8 @@ class SlurmBackend:
         """
         known: dict[int, dict[str, Any]] = {}
         for slurm_id in sorted(asked):
-            try:
-                data = self.rest.job(slurm_id)
-            except UnknownJob:
-                continue
-            if self.ours(data) and int(data["job_id"]) == slurm_id:
+            data = self._record_of(slurm_id)
+            if data is not None and self.ours(data) and int(data["job_id"]) == slurm_id:
                 known[slurm_id] = data
         return known
 
